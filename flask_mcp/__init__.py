@@ -1,0 +1,61 @@
+"""flask-mcp: turn a Flask app into a Model Context Protocol server.
+
+Public names are imported lazily, so that ``import flask_mcp.protocol`` (the
+sans-IO core) never imports Flask.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .content import Audio, EmbeddedResource, Image, ResourceLink, Text, ToolResult
+    from .context import Context
+    from .errors import MCPError, ToolError
+    from .extension import MCP
+    from .protocol.versions import SUPPORTED_VERSIONS
+    from .schema import Header
+
+__all__ = [
+    "MCP",
+    "SUPPORTED_VERSIONS",
+    "Audio",
+    "Context",
+    "EmbeddedResource",
+    "Header",
+    "Image",
+    "MCPError",
+    "ResourceLink",
+    "Text",
+    "ToolError",
+    "ToolResult",
+]
+
+_WHERE = {
+    "MCP": ".extension",
+    "SUPPORTED_VERSIONS": ".protocol.versions",
+    "Audio": ".content",
+    "Context": ".context",
+    "EmbeddedResource": ".content",
+    "Header": ".schema",
+    "Image": ".content",
+    "MCPError": ".errors",
+    "ResourceLink": ".content",
+    "Text": ".content",
+    "ToolError": ".errors",
+    "ToolResult": ".content",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flask_mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,153 @@
+"""The four thin views: HTTP checks, then the sans-IO core, then a response.
+
+``POST /mcp`` (JSON-RPC), ``GET /mcp`` (405: no server-initiated stream),
+``DELETE /mcp`` (end a session), ``GET /mcp/health`` (unauthenticated probe).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import HTTPException
+
+from . import sse
+from .errors import (
+    MCPHTTPException,
+    MethodNotAllowedHere,
+    NotAcceptableMedia,
+    PayloadTooLarge,
+    UnsupportedContentType,
+)
+from .protocol import jsonrpc
+from .protocol.server import Reply
+from .security import check_host, check_origin
+
+if TYPE_CHECKING:
+    from .extension import MCPState
+
+logger = logging.getLogger("flask_mcp")
+
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream"
+
+
+def create_blueprint() -> Blueprint:
+    bp = Blueprint("mcp", __name__)
+    bp.add_url_rule("", "post", _post, methods=["POST"])
+    bp.add_url_rule("", "get", _get, methods=["GET"])
+    bp.add_url_rule("", "delete", _delete, methods=["DELETE"])
+    bp.add_url_rule("", "other", _other, methods=["PUT", "PATCH"])
+    bp.add_url_rule("/health", "health", _health, methods=["GET"])
+    bp.register_error_handler(Exception, _unexpected)
+    return bp
+
+
+def _state() -> MCPState:
+    return current_app.extensions["mcp"]  # type: ignore[no-any-return]
+
+
+def _guard(state: MCPState) -> None:
+    """DNS-rebinding checks, first of all (spec digest section 1, step 1)."""
+    settings = state.settings
+    if not settings.dns_rebinding_protection:
+        return
+    check_host(request.environ.get("SERVER_NAME", ""), request.host, settings)
+    check_origin(request.headers.get("Origin"), request.host, request.scheme, settings)
+
+
+def _headers() -> dict[str, str]:
+    return {name.lower(): value for name, value in request.headers.items()}
+
+
+def _post() -> Response:
+    state = _state()
+    _guard(state)
+    wants_stream = _negotiate_media()
+    if request.mimetype != JSON:
+        raise UnsupportedContentType(
+            f"Content-Type must be {JSON} (got {request.content_type or 'none'!r})."
+        )
+    body = _read_body(state.settings.max_content_length)
+    reply = state.server.handle_post(_headers(), body)
+    return _render(reply, wants_stream)
+
+
+def _get() -> Response:
+    _guard(_state())
+    raise MethodNotAllowedHere(
+        "This server opens no server-initiated stream: POST JSON-RPC requests to this "
+        "endpoint (GET is not supported)."
+    )
+
+
+def _other() -> Response:
+    _guard(_state())
+    raise MethodNotAllowedHere(f"{request.method} is not supported: use POST (or DELETE to end a session).")
+
+
+def _delete() -> Response:
+    state = _state()
+    _guard(state)
+    return _render(state.server.handle_delete(_headers()), False)
+
+
+def _health() -> Response:
+    settings = _state().settings
+    return _json_response({"status": "ok", "server": settings.name, "version": settings.version}, 200)
+
+
+def _negotiate_media() -> bool:
+    """True when the answer must be an event stream (the client takes no JSON)."""
+    if "Accept" not in request.headers:
+        return False
+    accept = request.accept_mimetypes
+    if accept.best_match([JSON]) is not None:
+        return False
+    if accept.best_match([EVENT_STREAM]) is not None:
+        return True
+    raise NotAcceptableMedia(f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {request.headers['Accept']!r}).")
+
+
+def _read_body(limit: int) -> bytes:
+    length = request.content_length
+    if length is not None and length > limit:
+        raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
+    body = request.stream.read(limit + 1)
+    if len(body) > limit:
+        raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
+    return body
+
+
+def _render(reply: Reply, wants_stream: bool) -> Response:
+    if reply.body is None:
+        response = Response(status=reply.status, headers=reply.headers)
+        del response.headers["Content-Type"]
+        return response
+    data = jsonrpc.encode(reply.body)
+    if wants_stream:
+        headers = {**reply.headers, **sse.SSE_HEADERS}
+        return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
+    return Response(data, status=reply.status, headers=reply.headers, mimetype=JSON)
+
+
+def _json_response(payload: Any, status: int) -> Response:
+    return Response(jsonrpc.encode(payload), status=status, mimetype=JSON)
+
+
+def _unexpected(error: Exception) -> Response | MCPHTTPException:
+    """Anything our views did not foresee: logged, and a JSON-RPC error without
+    internals (never a traceback or an HTML page)."""
+    if isinstance(error, MCPHTTPException):
+        return error
+    if isinstance(error, HTTPException):
+        body = {"jsonrpc": "2.0", "error": {"code": -32600, "message": error.description or error.name}}
+        response = _json_response(body, error.code or 400)
+        for name, value in error.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response
+    logger.exception("Unexpected error in the MCP endpoint", exc_info=error)
+    body = {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Internal server error; see the server log."}}
+    return _json_response(body, 500)

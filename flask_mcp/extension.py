@@ -1,0 +1,172 @@
+"""The Flask extension object: configuration, registration, decorators."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from flask import Flask
+
+from .backends import MemorySessionStore
+from .blueprint import create_blueprint
+from .config import DEFAULTS, ConfigError, Settings, load_settings
+from .context import Context
+from .protocol.features import RequestInfo
+from .protocol.server import ProtocolOptions, Server, ServerInfo
+from .protocol.session import SessionStore
+from .tools import Tool, ToolRegistry
+
+F = TypeVar("F", bound=Callable[..., Any])
+InstructionsSource = str | Callable[..., "str | None"]
+
+
+@dataclass(frozen=True)
+class MCPState:
+    """Per-app state, kept in ``app.extensions["mcp"]``."""
+
+    extension: MCP
+    settings: Settings
+    server: Server
+    sessions: SessionStore
+
+
+class MCP:
+    """Turns a Flask app into an MCP server.
+
+    ``mcp = MCP(app)``, or ``mcp = MCP()`` then ``mcp.init_app(app)``. Keyword
+    arguments beat the app's ``MCP_*`` configuration, which beats the defaults.
+    """
+
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        website_url: str | None = None,
+        icons: Sequence[dict[str, Any]] | None = None,
+        instructions: InstructionsSource | None = None,
+    ) -> None:
+        self._overrides = {"MCP_NAME": name, "MCP_VERSION": version}
+        self._title = title
+        self._description = description
+        self._website_url = website_url
+        self._icons = tuple(dict(icon) for icon in icons or ())
+        self._instructions: InstructionsSource | None = instructions
+        self._tools = ToolRegistry()
+        self.blueprint = create_blueprint()
+        if app is not None:
+            self.init_app(app)
+
+    # ------------------------------------------------------------------ set-up
+
+    def init_app(self, app: Flask) -> None:
+        """Read and validate the ``MCP_*`` configuration and mount the endpoints."""
+        if "mcp" in app.extensions:
+            raise RuntimeError("This app already has an MCP extension; call init_app once per app.")
+        for key, default in DEFAULTS.items():
+            app.config.setdefault(key, default)
+        settings = load_settings(app.config, self._overrides, app.name)
+        sessions = _session_store(settings)
+        info = ServerInfo(
+            name=settings.name,
+            version=settings.version,
+            title=self._title,
+            description=self._description,
+            website_url=self._website_url,
+            icons=self._icons,
+        )
+        static_instructions = settings.instructions
+        server = Server(
+            info=info,
+            tools=self._tools,
+            sessions=sessions,
+            options=ProtocolOptions(
+                page_size=settings.page_size,
+                ttl_ms=settings.cache_ttl_ms,
+                cache_scope=settings.cache_scope,
+            ),
+            instructions=lambda request: self._instructions_for(request, static_instructions),
+        )
+        app.extensions["mcp"] = MCPState(self, settings, server, sessions)
+        app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
+
+    # ------------------------------------------------------------------ tools
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: Sequence[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(self, fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+        """Register a function as a tool; the function is returned unchanged.
+
+        Bare (``@mcp.tool``) or with options: ``name``, ``title``, ``description``
+        (default: the docstring), ``annotations`` (``readOnlyHint``...), ``icons``,
+        ``meta`` and ``input_schema`` (a raw JSON Schema that replaces the one
+        built from type hints; you then validate the arguments yourself).
+        """
+        if fn is not None:
+            self.add_tool(fn)
+            return fn
+
+        def register(func: F) -> F:
+            self.add_tool(func, **options)
+            return func
+
+        return register
+
+    def add_tool(self, fn: Callable[..., Any], **options: Any) -> None:
+        """Register a tool at any time (see :meth:`tool` for the options)."""
+        self._tools.add(Tool.from_function(fn, **options))
+
+    def remove_tool(self, name: str) -> None:
+        self._tools.remove(name)
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self._tools
+
+    # ------------------------------------------------------------------ instructions
+
+    def instructions(self, fn: F) -> F:
+        """Compute the instructions per request (``initialize``, ``server/discover``).
+
+        The function takes a :class:`Context` (or nothing) and returns text or ``None``.
+        """
+        self._instructions = fn
+        return fn
+
+    def _instructions_for(self, request: RequestInfo, fallback: str | None) -> str | None:
+        source = self._instructions if self._instructions is not None else fallback
+        if source is None or isinstance(source, str):
+            return source
+        if inspect.signature(source).parameters:
+            return source(Context(request))
+        return source()
+
+
+def _session_store(settings: Settings) -> SessionStore:
+    backend = settings.backend
+    if isinstance(backend, str):
+        if backend == "memory://":
+            return MemorySessionStore(timeout=settings.session_timeout)
+        raise ConfigError(f"MCP_BACKEND {backend!r} is not supported: use 'memory://' or a SessionStore object")
+    if all(hasattr(backend, m) for m in ("create", "get", "save", "delete")):
+        return backend  # type: ignore[no-any-return]
+    raise ConfigError(f"MCP_BACKEND must be a URI or a session store object (got {backend!r})")

@@ -1,0 +1,24 @@
+"""The sans-IO MCP protocol core: no Flask, no sockets, no files.
+
+It parses and classifies JSON-RPC, chooses the revision of each request,
+dispatches methods and shapes results per revision. ``flask_mcp.blueprint``
+translates HTTP to and from it.
+"""
+
+from .errors import ErrorCode, MCPError
+from .server import ProtocolOptions, Reply, Server, ServerInfo
+from .versions import LEGACY_VERSIONS, REVISIONS, STATELESS_VERSIONS, SUPPORTED_VERSIONS, Revision
+
+__all__ = [
+    "LEGACY_VERSIONS",
+    "REVISIONS",
+    "STATELESS_VERSIONS",
+    "SUPPORTED_VERSIONS",
+    "ErrorCode",
+    "MCPError",
+    "ProtocolOptions",
+    "Reply",
+    "Revision",
+    "Server",
+    "ServerInfo",
+]

@@ -1,0 +1,81 @@
+"""What the core needs from the features it serves, and what it hands them.
+
+The core never calls user code directly: it asks a :class:`ToolProvider` for
+definitions and an entry to invoke, passing a :class:`RequestInfo`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .headers import HeaderParam
+from .jsonrpc import RequestId
+from .meta import RequestMeta
+from .session import Session
+from .versions import Revision
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    """Everything known about the request being served, in either era."""
+
+    revision: Revision
+    method: str
+    params: dict[str, Any]
+    headers: Mapping[str, str]
+    request_id: RequestId | None = None
+    client_info: dict[str, Any] | None = None
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    session: Session | None = None
+    meta: RequestMeta | None = None
+
+    @property
+    def protocol_version(self) -> str:
+        return self.revision.version
+
+    @property
+    def progress_token(self) -> str | int | None:
+        meta = self.params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    """A tool's answer before it is shaped for a revision."""
+
+    content: list[dict[str, Any]]
+    structured: Any = None
+    has_structured: bool = False
+    is_error: bool = False
+    meta: dict[str, Any] | None = None
+
+
+class InvalidToolArguments(Exception):
+    """The arguments do not fit the tool's input schema (message is for the model)."""
+
+    def __init__(self, message: str, details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+class ToolEntry(Protocol):
+    name: str
+    header_params: tuple[HeaderParam, ...]
+
+    def invoke(self, arguments: dict[str, Any], request: RequestInfo) -> ToolOutcome:
+        """Validate, call, convert. Raises :class:`InvalidToolArguments` or an MCPError."""
+
+
+class ToolProvider(Protocol):
+    @property
+    def generation(self) -> int:
+        """Changes whenever the set of tools changes (for cached listings)."""
+
+    def definitions(self) -> Sequence[dict[str, Any]]:
+        """Every tool in the newest revision's shape, in a deterministic order."""
+
+    def find(self, name: str) -> ToolEntry | None: ...

@@ -1,0 +1,154 @@
+"""The 2026-07-28 standard request headers: ``Mcp-Method``, ``Mcp-Name`` and
+``Mcp-Param-*`` must agree with the body they travel with (SEP-2243).
+
+Headers arrive here as a mapping with lower-case names.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import HeaderMismatch
+
+#: Methods whose target travels in ``Mcp-Name``, and the param that holds it.
+NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+_SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
+# Visible ASCII, space and tab: what a header value may carry unencoded.
+_BAD_VALUE_CHARS = re.compile(r"[^\t\x20-\x7e]")
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderParam:
+    """A tool argument mirrored into ``Mcp-Param-{header}``."""
+
+    header: str
+    path: tuple[str, ...]
+    type: str  # "string", "integer" or "boolean"
+
+
+def is_header_token(name: str) -> bool:
+    return bool(_TOKEN.match(name))
+
+
+def decode_value(value: str, header: str) -> str:
+    """A header value as text: the ``=?base64?...?=`` form decoded, others literal."""
+    if _BAD_VALUE_CHARS.search(value):
+        raise HeaderMismatch(f"Header {header} has characters that are not allowed in a header value.")
+    match = _SENTINEL.match(value)
+    if not match:
+        return value
+    try:
+        raw = base64.b64decode(match.group(1), validate=True)
+        return raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise HeaderMismatch(
+            f"Header {header} uses the =?base64?...?= form but is not valid Base64 of UTF-8 text."
+        ) from None
+
+
+def check_standard_headers(headers: Mapping[str, str], method: str, params: dict[str, Any]) -> None:
+    """``Mcp-Method`` must equal the method; ``Mcp-Name`` the target, where one exists."""
+    sent = headers.get("mcp-method")
+    if sent is None:
+        raise HeaderMismatch(f"Missing Mcp-Method header: it must repeat the method ({method}).")
+    if decode_value(sent.strip(), "Mcp-Method") != method:
+        raise HeaderMismatch(
+            f"Mcp-Method header {sent.strip()!r} does not match the body's method {method!r}."
+        )
+    param = NAME_PARAM.get(method)
+    if param is None:
+        return
+    target = params.get(param)
+    if not isinstance(target, str):
+        return  # the method's own validation reports the missing name
+    name = headers.get("mcp-name")
+    if name is None:
+        raise HeaderMismatch(f"Missing Mcp-Name header: it must repeat params.{param} ({target!r}).")
+    if decode_value(name.strip(), "Mcp-Name") != target:
+        raise HeaderMismatch(
+            f"Mcp-Name header {name.strip()!r} does not match params.{param} {target!r}."
+        )
+
+
+def check_param_headers(
+    headers: Mapping[str, str], params: tuple[HeaderParam, ...], arguments: dict[str, Any]
+) -> None:
+    """Every argument marked ``x-mcp-header`` that has a value must be mirrored."""
+    for param in params:
+        value = _lookup(arguments, param.path)
+        if value is None:
+            continue
+        header = f"Mcp-Param-{param.header}"
+        sent = headers.get(header.lower())
+        if sent is None:
+            raise HeaderMismatch(f"Missing {header} header: it must repeat argument {'.'.join(param.path)}.")
+        text = decode_value(sent.strip(), header)
+        if not _same(text, value):
+            raise HeaderMismatch(
+                f"{header} header {sent.strip()!r} does not match argument "
+                f"{'.'.join(param.path)} ({value!r})."
+            )
+
+
+def _lookup(arguments: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = arguments
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _same(text: str, value: Any) -> bool:
+    """Strings compare exactly, booleans as true/false, numbers numerically."""
+    if isinstance(value, bool):
+        return text == ("true" if value else "false")
+    if isinstance(value, (int, float)):
+        try:
+            return float(text) == float(value)
+        except ValueError:
+            return False
+    return isinstance(value, str) and text == value
+
+
+def collect_header_params(schema: dict[str, Any]) -> tuple[HeaderParam, ...]:
+    """Find ``x-mcp-header`` annotations reachable through ``properties`` chains,
+    checking the authoring rules clients enforce (they drop tools that break them)."""
+    found: list[HeaderParam] = []
+    _walk(schema, (), found)
+    seen: set[str] = set()
+    for param in found:
+        key = param.header.lower()
+        if key in seen:
+            raise ValueError(f"x-mcp-header {param.header!r} is used twice (names are case-insensitive)")
+        seen.add(key)
+    return tuple(found)
+
+
+def _walk(schema: dict[str, Any], path: tuple[str, ...], found: list[HeaderParam]) -> None:
+    for name, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, dict):
+            continue
+        here = path + (name,)
+        header = prop.get("x-mcp-header")
+        if header is not None:
+            if not isinstance(header, str) or not is_header_token(header):
+                raise ValueError(
+                    f"x-mcp-header on {'.'.join(here)} must be a non-empty HTTP token "
+                    "(letters, digits and !#$%&'*+-.^_`|~)"
+                )
+            kind = prop.get("type")
+            if kind not in ("string", "integer", "boolean"):
+                raise ValueError(
+                    f"x-mcp-header on {'.'.join(here)} needs a string, integer or boolean "
+                    f"property, not {kind!r}"
+                )
+            found.append(HeaderParam(header, here, kind))
+        _walk(prop, here, found)

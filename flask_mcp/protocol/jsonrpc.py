@@ -1,0 +1,117 @@
+"""JSON-RPC 2.0 framing: parse a body, classify a message, build answers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .errors import InvalidRequest, MCPError, ParseError
+
+RequestId = Union[str, int]
+
+
+@dataclass(slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ClientResponse:
+    """The client's answer to a request the server sent (legacy revisions only)."""
+
+    id: RequestId
+    result: Any = None
+    error: Any = None
+
+
+Message = Union[Request, Notification, ClientResponse]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_body(body: bytes) -> Any:
+    """Decode a POST body; anything that is not JSON is a parse error."""
+    if not body.strip():
+        raise ParseError("Empty request body: send one JSON-RPC message as JSON.")
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"The request body is not valid JSON: {_short(exc)}") from None
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc).split("\n", 1)[0][:200]
+
+
+def readable_id(obj: Any) -> RequestId | None:
+    """The message's id when it is a valid one, for echoing in an error."""
+    if isinstance(obj, dict):
+        value = obj.get("id")
+        if _valid_id(value):
+            return value  # type: ignore[no-any-return]
+    return None
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def classify(obj: Any) -> Message:
+    """Turn one decoded JSON value into a request, notification or response."""
+    if not isinstance(obj, dict):
+        raise InvalidRequest("A JSON-RPC message must be a JSON object.")
+    if obj.get("jsonrpc") != "2.0":
+        raise InvalidRequest('A JSON-RPC message must carry "jsonrpc": "2.0".')
+    has_id = "id" in obj
+    if has_id and not _valid_id(obj["id"]):
+        raise InvalidRequest("A JSON-RPC id must be a string or an integer (not null).")
+    if "method" in obj:
+        method = obj["method"]
+        if not isinstance(method, str) or not method:
+            raise InvalidRequest('"method" must be a non-empty string.')
+        params = obj.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidRequest('"params" must be a JSON object when present.')
+        if has_id:
+            return Request(obj["id"], method, params)
+        return Notification(method, params)
+    if has_id and ("result" in obj) != ("error" in obj):
+        return ClientResponse(obj["id"], obj.get("result"), obj.get("error"))
+    raise InvalidRequest(
+        "Not a JSON-RPC request, notification or response: a request needs "
+        '"method" and "id", a notification "method", a response "id" and '
+        'exactly one of "result" or "error".'
+    )
+
+
+def result_message(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_message(request_id: RequestId | None, error: MCPError) -> dict[str, Any]:
+    """An error answer; an unreadable id is omitted (2025-11-25+ wording)."""
+    message: dict[str, Any] = {"jsonrpc": "2.0"}
+    if request_id is not None:
+        message["id"] = request_id
+    message["error"] = error.to_error()
+    return message
+
+
+def encode(payload: Any) -> bytes:
+    """Compact UTF-8 JSON, as sent on the wire."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()

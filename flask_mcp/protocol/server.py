@@ -1,0 +1,526 @@
+"""The sans-IO MCP server core: one POST body in, one :class:`Reply` out.
+
+It chooses the revision per request (the decision ladder of the spec digest,
+section 1), validates what that revision demands, dispatches the method and
+shapes the result for the revision. The HTTP layer only translates.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import jsonrpc
+from .errors import (
+    BadProtocolVersionHeader,
+    InvalidParams,
+    InvalidRequest,
+    MCPError,
+    MethodNotFound,
+    MissingClientCapability,
+    SessionNotFound,
+    SessionRequired,
+    UnsupportedProtocolVersion,
+    HeaderMismatch,
+)
+from .features import InvalidToolArguments, RequestInfo, ToolOutcome, ToolProvider
+from .headers import check_param_headers, check_standard_headers
+from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
+from .meta import LOG_LEVELS, SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
+from .session import Session, SessionStore, new_session_id
+from .versions import (
+    DEFAULT_LEGACY_VERSION,
+    LEGACY_VERSIONS,
+    REVISIONS,
+    STATELESS_VERSIONS,
+    SUPPORTED_VERSIONS,
+    Revision,
+    negotiate,
+)
+
+logger = logging.getLogger("flask_mcp")
+
+Instructions = Callable[[RequestInfo], "str | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """Who we are, as ``serverInfo`` / ``io.modelcontextprotocol/serverInfo``."""
+
+    name: str
+    version: str
+    title: str | None = None
+    description: str | None = None
+    website_url: str | None = None
+    icons: tuple[dict[str, Any], ...] = ()
+
+    def for_revision(self, revision: Revision) -> dict[str, Any]:
+        full: dict[str, Any] = {"name": self.name, "version": self.version}
+        if self.title:
+            full["title"] = self.title
+        if self.description:
+            full["description"] = self.description
+        if self.website_url:
+            full["websiteUrl"] = self.website_url
+        if self.icons:
+            full["icons"] = list(self.icons)
+        return {k: v for k, v in full.items() if k in revision.implementation_fields}
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolOptions:
+    page_size: int = 100
+    ttl_ms: int = 60_000
+    cache_scope: str = "public"
+
+
+@dataclass(slots=True)
+class Reply:
+    """What to send back: a status, extra headers, and a JSON payload or nothing."""
+
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Server:
+    """Answers MCP POST bodies for every supported revision."""
+
+    def __init__(
+        self,
+        *,
+        info: ServerInfo,
+        tools: ToolProvider,
+        sessions: SessionStore,
+        options: ProtocolOptions | None = None,
+        instructions: Instructions | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.info = info
+        self.tools = tools
+        self.sessions = sessions
+        self.options = options or ProtocolOptions()
+        self.instructions = instructions
+        self.clock = clock
+        self._handlers: dict[str, Callable[[RequestInfo], dict[str, Any]]] = {
+            "initialize": self._initialize,
+            "ping": self._ping,
+            "server/discover": self._discover,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+            "logging/setLevel": self._set_level,
+        }
+        self._tool_listing_cache: dict[tuple[str, int], list[dict[str, Any]]] = {}
+
+    # ------------------------------------------------------------------ entry points
+
+    def handle_post(self, headers: Mapping[str, str], body: bytes) -> Reply:
+        """Answer one POST. ``headers`` maps lower-case names to values."""
+        try:
+            payload = jsonrpc.parse_body(body)
+        except MCPError as exc:
+            return self._error_reply(None, exc, 400)
+        header_version = _header(headers, "mcp-protocol-version")
+        if isinstance(payload, list):
+            return self._handle_batch(payload, headers, header_version)
+        try:
+            message = jsonrpc.classify(payload)
+        except MCPError as exc:
+            return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
+        if _is_stateless(message, header_version):
+            return self._handle_stateless(message, headers, header_version)
+        return self._handle_legacy(message, headers, header_version)
+
+    def handle_delete(self, headers: Mapping[str, str]) -> Reply:
+        """End the legacy session named by ``Mcp-Session-Id``."""
+        session_id = _header(headers, "mcp-session-id")
+        if not session_id:
+            return self._error_reply(None, SessionRequired(), 400)
+        if not self.sessions.delete(session_id):
+            return self._error_reply(None, SessionNotFound(), 404)
+        return Reply(200)
+
+    # ------------------------------------------------------------------ eras
+
+    def _handle_stateless(
+        self, message: Message, headers: Mapping[str, str], header_version: str | None
+    ) -> Reply:
+        if isinstance(message, ClientResponse):
+            return self._error_reply(
+                message.id,
+                InvalidRequest("2026-07-28 clients must not send JSON-RPC responses."),
+                400,
+            )
+        if isinstance(message, Notification):
+            return Reply(202)
+        try:
+            meta = parse_request_meta(message.params)
+            if header_version is None:
+                raise HeaderMismatch(
+                    "Missing MCP-Protocol-Version header: it must repeat "
+                    f"_meta protocolVersion ({meta.protocol_version})."
+                )
+            if header_version != meta.protocol_version:
+                raise HeaderMismatch(
+                    f"MCP-Protocol-Version header {header_version!r} does not match "
+                    f"_meta protocolVersion {meta.protocol_version!r}."
+                )
+            if meta.protocol_version not in STATELESS_VERSIONS:
+                raise UnsupportedProtocolVersion(meta.protocol_version, list(SUPPORTED_VERSIONS))
+            check_standard_headers(headers, message.method, message.params)
+        except MCPError as exc:
+            return self._error_reply(message.id, exc, 400)
+        revision = REVISIONS[meta.protocol_version]
+        request = RequestInfo(
+            revision=revision,
+            method=message.method,
+            params=message.params,
+            headers=headers,
+            request_id=message.id,
+            client_info=meta.client_info,
+            client_capabilities=meta.client_capabilities,
+            meta=meta,
+        )
+        return self._dispatch(message, request)
+
+    def _handle_legacy(
+        self, message: Message, headers: Mapping[str, str], header_version: str | None
+    ) -> Reply:
+        request_id = message.id if isinstance(message, Request) else None
+        try:
+            _check_legacy_header(header_version)
+            if isinstance(message, Request) and message.method == "initialize":
+                return self._dispatch_initialize(message, headers)
+            session = self._require_session(headers, header_version)
+        except MCPError as exc:
+            return self._error_reply(request_id, exc, exc.http_status or 400)
+        revision = REVISIONS[session.protocol_version]
+        answered = self._legacy_message(message, headers, session, revision)
+        if answered is None:
+            return Reply(202)
+        return Reply(answered[1], answered[0])
+
+    def _legacy_message(
+        self, message: Message, headers: Mapping[str, str], session: Session, revision: Revision
+    ) -> tuple[dict[str, Any], int] | None:
+        """Answer one message of an established session (``None`` = nothing to send)."""
+        if isinstance(message, Notification):
+            if message.method == "notifications/initialized" and not session.initialized:
+                session.initialized = True
+                self.sessions.save(session)
+            return None
+        if isinstance(message, ClientResponse):
+            return None  # answers to server requests are routed by the streaming layer
+        if message.method == "initialize":
+            error = InvalidRequest("initialize must be sent alone, as the first request of a session.")
+            return jsonrpc.error_message(message.id, error), 400
+        request = RequestInfo(
+            revision=revision,
+            method=message.method,
+            params=message.params,
+            headers=headers,
+            request_id=message.id,
+            client_info=session.client_info,
+            client_capabilities=session.client_capabilities,
+            session=session,
+        )
+        return self._answer(message, request)
+
+    def _handle_batch(
+        self, items: list[Any], headers: Mapping[str, str], header_version: str | None
+    ) -> Reply:
+        """JSON-RPC batches exist only in 2025-03-26."""
+        session_id = _header(headers, "mcp-session-id")
+        session = self.sessions.get(session_id) if session_id else None
+        effective = header_version or (session.protocol_version if session else DEFAULT_LEGACY_VERSION)
+        revision = REVISIONS.get(effective)
+        if revision is None or not revision.batching:
+            return self._error_reply(
+                None,
+                InvalidRequest(
+                    f"JSON-RPC batches are not allowed in protocol version {effective}: "
+                    "send one message per POST."
+                ),
+                400,
+            )
+        if not items:
+            return self._error_reply(None, InvalidRequest("An empty JSON-RPC batch is invalid."), 400)
+        if session is None:
+            error = SessionNotFound() if session_id else SessionRequired()
+            return self._error_reply(None, error, error.http_status or 400)
+        answers: list[dict[str, Any]] = []
+        for item in items:
+            try:
+                message = jsonrpc.classify(item)
+            except MCPError as exc:
+                answers.append(jsonrpc.error_message(jsonrpc.readable_id(item), exc))
+                continue
+            answered = self._legacy_message(message, headers, session, REVISIONS[session.protocol_version])
+            if answered is not None:
+                answers.append(answered[0])
+        return Reply(200, answers) if answers else Reply(202)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch_initialize(self, message: Request, headers: Mapping[str, str]) -> Reply:
+        params = message.params
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            return self._error_reply(
+                message.id,
+                InvalidParams('initialize needs params.protocolVersion (a string such as "2025-11-25").'),
+                400,
+            )
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        revision = REVISIONS[negotiate(requested)]
+        now = self.clock()
+        session = Session(
+            id=new_session_id(),
+            protocol_version=revision.version,
+            client_info=client_info if isinstance(client_info, dict) else {},
+            client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+            created_at=now,
+            last_seen=now,
+        )
+        request = RequestInfo(
+            revision=revision,
+            method="initialize",
+            params=params,
+            headers=headers,
+            request_id=message.id,
+            client_info=session.client_info,
+            client_capabilities=session.client_capabilities,
+            session=session,
+        )
+        answer, status = self._answer(message, request)
+        if "error" in answer:
+            return Reply(status, answer)
+        self.sessions.create(session)
+        return Reply(200, answer, {"Mcp-Session-Id": session.id})
+
+    def _dispatch(self, message: Request, request: RequestInfo) -> Reply:
+        answer, status = self._answer(message, request)
+        return Reply(status, answer)
+
+    def _answer(self, message: Request, request: RequestInfo) -> tuple[dict[str, Any], int]:
+        """Run the method; every failure becomes a JSON-RPC error message.
+
+        Returns the answer and its HTTP status."""
+        handler = self._handlers.get(message.method)
+        try:
+            if handler is None or message.method not in request.revision.core_methods:
+                raise MethodNotFound(
+                    f"Method {message.method!r} is not available in protocol version "
+                    f"{request.revision.version}."
+                )
+            result = handler(request)
+        except MCPError as exc:
+            status = exc.http_status
+            if status is None:
+                is_unknown = exc.code == MethodNotFound.code
+                status = request.revision.method_not_found_status if is_unknown else 200
+            return jsonrpc.error_message(message.id, exc), status
+        except Exception:
+            logger.exception("Unexpected failure while serving %s", message.method)
+            error = MCPError("Internal error while serving the request; see the server log.")
+            return jsonrpc.error_message(message.id, error), 500
+        return jsonrpc.result_message(message.id, self._finish_result(result, request.revision)), 200
+
+    def _finish_result(self, result: dict[str, Any], revision: Revision) -> dict[str, Any]:
+        if revision.result_type:
+            result.setdefault("resultType", "complete")
+            meta = result.setdefault("_meta", {})
+            meta[SERVER_INFO_KEY] = self.info.for_revision(revision)
+        return result
+
+    def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
+        return Reply(error.http_status or status, jsonrpc.error_message(request_id, error))
+
+    # ------------------------------------------------------------------ sessions
+
+    def _require_session(self, headers: Mapping[str, str], header_version: str | None) -> Session:
+        session_id = _header(headers, "mcp-session-id")
+        if not session_id:
+            raise SessionRequired()
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound()
+        if header_version is not None and header_version != session.protocol_version:
+            raise BadProtocolVersionHeader(
+                f"MCP-Protocol-Version header {header_version!r} differs from the version "
+                f"negotiated for this session ({session.protocol_version})."
+            )
+        return session
+
+    # ------------------------------------------------------------------ methods
+
+    def _capabilities(self, revision: Revision) -> dict[str, Any]:
+        return {"tools": {}}
+
+    def _instructions_for(self, request: RequestInfo) -> str | None:
+        if self.instructions is None:
+            return None
+        return self.instructions(request)
+
+    def _initialize(self, request: RequestInfo) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "protocolVersion": request.revision.version,
+            "capabilities": self._capabilities(request.revision),
+            "serverInfo": self.info.for_revision(request.revision),
+        }
+        text = self._instructions_for(request)
+        if text:
+            result["instructions"] = text
+        return result
+
+    def _ping(self, request: RequestInfo) -> dict[str, Any]:
+        return {}
+
+    def _discover(self, request: RequestInfo) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self._capabilities(request.revision),
+        }
+        text = self._instructions_for(request)
+        if text:
+            result["instructions"] = text
+        return self._with_cache_hints(result, request.revision)
+
+    def _set_level(self, request: RequestInfo) -> dict[str, Any]:
+        level = request.params.get("level")
+        if level not in LOG_LEVELS:
+            raise InvalidParams(f"logging/setLevel needs params.level, one of {', '.join(LOG_LEVELS)}.")
+        assert request.session is not None
+        request.session.log_level = level
+        self.sessions.save(request.session)
+        return {}
+
+    def _with_cache_hints(self, result: dict[str, Any], revision: Revision) -> dict[str, Any]:
+        if revision.cache_hints:
+            result["ttlMs"] = self.options.ttl_ms
+            result["cacheScope"] = self.options.cache_scope
+        return result
+
+    def _tool_listing(self, revision: Revision) -> list[dict[str, Any]]:
+        key = (revision.version, self.tools.generation)
+        listing = self._tool_listing_cache.get(key)
+        if listing is None:
+            listing = [
+                {k: v for k, v in tool.items() if k in revision.tool_fields}
+                for tool in self.tools.definitions()
+            ]
+            self._tool_listing_cache = {key: listing} | {
+                k: v for k, v in self._tool_listing_cache.items() if k[1] == key[1]
+            }
+        return listing
+
+    def _list_tools(self, request: RequestInfo) -> dict[str, Any]:
+        listing = self._tool_listing(request.revision)
+        start = _decode_cursor(request.params.get("cursor"), len(listing))
+        end = start + self.options.page_size
+        result: dict[str, Any] = {"tools": listing[start:end]}
+        if end < len(listing):
+            result["nextCursor"] = _encode_cursor(end)
+        return self._with_cache_hints(result, request.revision)
+
+    def _call_tool(self, request: RequestInfo) -> dict[str, Any]:
+        params = request.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("tools/call needs params.name, the name of a tool from tools/list.")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise InvalidParams("tools/call params.arguments must be an object.")
+        tool = self.tools.find(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool {name!r}: call tools/list for the tools this server offers.")
+        revision = request.revision
+        if revision.stateless and tool.header_params:
+            check_param_headers(request.headers, tool.header_params, arguments)
+        try:
+            outcome = tool.invoke(arguments, request)
+        except InvalidToolArguments as exc:
+            if not revision.argument_errors_as_results:
+                raise InvalidParams(exc.message, data={"errors": exc.details}) from None
+            outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
+        except MissingClientCapability as exc:
+            if revision.stateless:
+                raise
+            outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
+        return _shape_tool_result(outcome, revision)
+
+
+def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
+    content = [
+        block if block.get("type") in revision.content_types else _as_text_block(block)
+        for block in outcome.content
+    ]
+    result: dict[str, Any] = {"content": content}
+    if outcome.has_structured and revision.structured_output:
+        result["structuredContent"] = outcome.structured
+    if outcome.is_error:
+        result["isError"] = True
+    if outcome.meta:
+        result["_meta"] = dict(outcome.meta)
+    return result
+
+
+def _as_text_block(block: dict[str, Any]) -> dict[str, Any]:
+    """Older revisions lack some block types (resource links): say it in text."""
+    if block.get("type") == "resource_link":
+        label = block.get("title") or block.get("name") or block.get("uri")
+        return {"type": "text", "text": f"{label}: {block.get('uri')}"}
+    return {"type": "text", "text": str(block)}
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    return value.strip()
+
+
+def _is_stateless(message: Message, header_version: str | None) -> bool:
+    if header_version in STATELESS_VERSIONS:
+        return True
+    if isinstance(message, (Request, Notification)):
+        return carries_modern_meta(message.params)
+    return False
+
+
+def _check_legacy_header(header_version: str | None) -> None:
+    if header_version is not None and header_version not in LEGACY_VERSIONS:
+        raise BadProtocolVersionHeader(
+            f"Unsupported MCP-Protocol-Version header {header_version!r}: this server "
+            f"speaks {', '.join(SUPPORTED_VERSIONS)} (2026-07-28 requests also need "
+            "the _meta protocolVersion)."
+        )
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: Any, size: int) -> int:
+    if cursor is None:
+        return 0
+    if not isinstance(cursor, str):
+        raise InvalidParams("params.cursor must be the string returned as nextCursor.")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not text.startswith("o:"):
+            raise ValueError
+        offset = int(text[2:])
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidParams("Invalid cursor: pass back the nextCursor of the previous page unchanged.") from None
+    if not 0 <= offset <= size:
+        raise InvalidParams("Invalid cursor: the list changed; start again without a cursor.")
+    return offset

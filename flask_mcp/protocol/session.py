@@ -1,0 +1,53 @@
+"""The legacy (initialize-based) session record and the store interface the
+core talks to. Backends implement :class:`SessionStore`."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+
+def new_session_id() -> str:
+    """A cryptographically random id of visible ASCII only (0x21-0x7E)."""
+    return secrets.token_urlsafe(32)
+
+
+@dataclass(slots=True)
+class Session:
+    """What the server remembers about one legacy client between requests."""
+
+    id: str
+    protocol_version: str
+    client_info: dict[str, Any] = field(default_factory=dict)
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    principal: str | None = None
+    initialized: bool = False
+    created_at: float = 0.0
+    last_seen: float = 0.0
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> Session:
+        known = {k: v for k, v in record.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class SessionStore(Protocol):
+    """Where sessions live; every worker that serves the endpoint must share it."""
+
+    def create(self, session: Session) -> None:
+        """Store a new session (its timestamps are set by the store)."""
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session, refreshing its idle timer; ``None`` if unknown or expired."""
+
+    def save(self, session: Session) -> None:
+        """Write back a changed session (log level, initialized flag, app data)."""
+
+    def delete(self, session_id: str) -> bool:
+        """End a session; ``False`` when there was none."""

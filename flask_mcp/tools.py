@@ -1,0 +1,202 @@
+"""Tools: the value object built at decoration time, and the registry."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from .content import Content, ToolResult
+from .context import Context
+from .errors import ToolError
+from .protocol.errors import MCPError
+from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
+from .protocol.headers import HeaderParam, collect_header_params
+from .schema import InputSpec, OutputSpec, build_input, build_output, describe
+
+logger = logging.getLogger("flask_mcp")
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+
+@dataclass
+class Tool:
+    """One registered tool: its definition and how to call it."""
+
+    name: str
+    fn: Callable[..., Any]
+    definition: dict[str, Any]
+    input: InputSpec | None
+    output: OutputSpec | None
+    header_params: tuple[HeaderParam, ...] = field(default=())
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: Sequence[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+    ) -> Tool:
+        tool_name = name or fn.__name__
+        if not _NAME.match(tool_name):
+            raise ValueError(
+                f"Invalid tool name {tool_name!r}: use 1-128 letters, digits, '_', '-' or '.'"
+            )
+        summary, _ = describe(fn)
+        if input_schema is not None:
+            if input_schema.get("type") != "object":
+                raise ValueError(f"Tool {tool_name!r}: input_schema must have \"type\": \"object\"")
+            spec = None
+            schema = input_schema
+        else:
+            spec = build_input(fn, context_type=Context, tool_name=tool_name)
+            schema = spec.schema
+        output = build_output(fn, opaque=(Content, ToolResult))
+        definition: dict[str, Any] = {"name": tool_name}
+        if title:
+            definition["title"] = title
+        definition["description"] = description or summary or tool_name
+        definition["inputSchema"] = schema
+        if output is not None:
+            definition["outputSchema"] = output.schema
+        if annotations:
+            definition["annotations"] = dict(annotations)
+        if icons:
+            definition["icons"] = [dict(icon) for icon in icons]
+        if meta:
+            definition["_meta"] = dict(meta)
+        try:
+            header_params = collect_header_params(schema)
+        except ValueError as exc:
+            raise ValueError(f"Tool {tool_name!r}: {exc}") from None
+        return cls(tool_name, fn, definition, spec, output, header_params)
+
+    def invoke(self, arguments: dict[str, Any], request: RequestInfo) -> ToolOutcome:
+        kwargs = self._arguments(arguments)
+        if self.input is not None and self.input.context_param:
+            kwargs[self.input.context_param] = Context(request)
+        try:
+            value = self.fn(**kwargs)
+        except ToolError as exc:
+            return ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("Tool %r raised", self.name)
+            return _failure(f"Tool {self.name!r} failed with an internal error.")
+        return self._convert(value)
+
+    def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.input is not None:
+            return self.input.validate(arguments)
+        try:
+            inspect.signature(self.fn).bind(**arguments)
+        except TypeError as exc:
+            raise InvalidToolArguments(f"Invalid arguments for tool {self.name!r}: {exc}") from None
+        return dict(arguments)
+
+    def _convert(self, value: Any) -> ToolOutcome:
+        if isinstance(value, ToolResult):
+            return ToolOutcome(
+                [_block(item) for item in value.content],
+                structured=value.structured if value.has_structured else None,
+                has_structured=value.has_structured,
+                is_error=value.is_error,
+                meta=value.meta,
+            )
+        if self.output is None:
+            return ToolOutcome(_blocks(value))
+        try:
+            structured = self.output.structured(value)
+        except Exception:
+            logger.exception("Tool %r returned a value that does not fit its return annotation", self.name)
+            return _failure(f"Tool {self.name!r} returned a malformed result.")
+        shown = structured["result"] if self.output.wrapped else structured
+        return ToolOutcome([_text(_json(shown))], structured=structured, has_structured=True)
+
+
+def _failure(message: str) -> ToolOutcome:
+    return ToolOutcome([_text(message)], is_error=True)
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _block(item: Any) -> dict[str, Any]:
+    if isinstance(item, Content):
+        return item.to_block()
+    if isinstance(item, str):
+        return _text(item)
+    return _text(_json(to_jsonable_python(item)))
+
+
+def _blocks(value: Any) -> list[dict[str, Any]]:
+    """Content for a tool without an output schema."""
+    if value is None:
+        return []
+    if isinstance(value, (str, Content)):
+        return [_block(value)]
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Content) for v in value):
+        return [_block(item) for item in value]
+    return [_text(_json(to_jsonable_python(value)))]
+
+
+class ToolRegistry:
+    """The tools of one :class:`~flask_mcp.MCP`, in registration order."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._generation = 0
+        self._definitions: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def add(self, tool: Tool) -> None:
+        with self._lock:
+            if tool.name in self._tools:
+                raise ValueError(f"A tool named {tool.name!r} is already registered")
+            self._tools[tool.name] = tool
+            self._changed()
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            if self._tools.pop(name, None) is None:
+                raise KeyError(f"No tool named {name!r}")
+            self._changed()
+
+    def _changed(self) -> None:
+        self._definitions = [t.definition for t in self._tools.values()]
+        self._generation += 1
+
+    def definitions(self) -> Sequence[dict[str, Any]]:
+        return self._definitions
+
+    def find(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
