@@ -1,0 +1,101 @@
+"""A small bookshop exposed to AI hosts as an MCP server.
+
+    flask --app example.app run                      # development server
+    gunicorn -c example/gunicorn.conf.py example.app:app
+
+Any MCP setting can come from the environment as FLASK_MCP_*, e.g.
+FLASK_MCP_PAGE_SIZE=20.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Literal
+
+from flask import Flask
+from pydantic import BaseModel, Field
+
+from flask_mcp import MCP, Context, ToolError
+
+app = Flask(__name__)
+app.config.from_prefixed_env()
+
+mcp = MCP(app, name="bookshop", version="1.0.0", title="Corner Bookshop")
+
+
+class Book(BaseModel):
+    isbn: str
+    title: str
+    author: str
+    year: int
+    price_eur: float
+    in_stock: int
+
+
+class SearchResult(BaseModel):
+    query: str
+    books: list[Book]
+
+
+class Reservation(BaseModel):
+    isbn: str
+    customer: str
+    pick_up_by: date
+    status: Literal["reserved"] = "reserved"
+
+
+CATALOGUE = {
+    b.isbn: b
+    for b in [
+        Book(isbn="9780141439518", title="Pride and Prejudice", author="Jane Austen", year=1813, price_eur=7.5, in_stock=4),
+        Book(isbn="9780451524935", title="1984", author="George Orwell", year=1949, price_eur=9.9, in_stock=0),
+        Book(isbn="9780547928227", title="The Hobbit", author="J. R. R. Tolkien", year=1937, price_eur=12.0, in_stock=2),
+        Book(isbn="9780140449136", title="Crime and Punishment", author="Fyodor Dostoevsky", year=1866, price_eur=11.0, in_stock=1),
+    ]
+}
+
+
+@mcp.instructions
+def instructions(ctx: Context) -> str:
+    client = ctx.client_info.get("name", "an MCP client")
+    return f"You are helping a customer of the Corner Bookshop through {client}. Prices are in euros."
+
+
+@mcp.tool(annotations={"readOnlyHint": True})
+def search_books(
+    query: Annotated[str, Field(description="Words from the title or the author's name")],
+    limit: Annotated[int, Field(ge=1, le=20)] = 5,
+) -> SearchResult:
+    """Search the catalogue by title or author."""
+    words = query.lower().split()
+    found = [b for b in CATALOGUE.values() if all(w in f"{b.title} {b.author}".lower() for w in words)]
+    return SearchResult(query=query, books=found[:limit])
+
+
+@mcp.tool(annotations={"readOnlyHint": True})
+def get_book(isbn: str) -> Book:
+    """Look up one book by its ISBN-13.
+
+    Args:
+        isbn: the 13-digit ISBN, without dashes
+    """
+    book = CATALOGUE.get(isbn)
+    if book is None:
+        raise ToolError(f"No book with ISBN {isbn}; use search_books to find one.")
+    return book
+
+
+@mcp.tool(title="Reserve a book", annotations={"destructiveHint": False, "idempotentHint": False})
+def reserve_book(isbn: str, customer: Annotated[str, Field(min_length=1)]) -> Reservation:
+    """Hold a copy of a book for a customer to pick up within three days."""
+    book = get_book(isbn)
+    if book.in_stock < 1:
+        raise ToolError(f"{book.title!r} is out of stock; it cannot be reserved right now.")
+    today = date.today()
+    return Reservation(isbn=isbn, customer=customer, pick_up_by=date.fromordinal(today.toordinal() + 3))
+
+
+@mcp.tool(annotations={"readOnlyHint": True})
+def opening_hours() -> str:
+    """When the shop is open."""
+    return "Monday to Saturday, 9:00 to 19:00; closed on Sundays."

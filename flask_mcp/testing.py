@@ -1,0 +1,246 @@
+"""An MCP client over Flask's test client, for users' tests and ours.
+
+It speaks both eras: ``MCPTestClient(app)`` sends 2026-07-28 requests with
+per-request ``_meta`` and the standard headers; ``MCPTestClient(app,
+protocol_version="2025-11-25")`` performs the ``initialize`` handshake and
+repeats ``Mcp-Session-Id``. Answers may be JSON or an SSE stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Flask
+from werkzeug.test import TestResponse
+
+from .protocol.versions import STATELESS_VERSIONS
+
+Observer = Callable[[str, str | None, dict[str, Any]], None]
+"""Called with (protocol version, request method, message) for every message received."""
+
+ACCEPT = "application/json, text/event-stream"
+
+
+@dataclass
+class MCPResponse:
+    """One HTTP answer and the JSON-RPC messages it carried."""
+
+    http: TestResponse
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status_code(self) -> int:
+        return self.http.status_code
+
+    @property
+    def headers(self) -> Any:
+        return self.http.headers
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The final JSON-RPC response (the last message with an id)."""
+        for message in reversed(self.messages):
+            if "result" in message or "error" in message:
+                return message
+        raise AssertionError(f"No JSON-RPC response in the answer (HTTP {self.status_code}): {self.http.data!r}")
+
+    @property
+    def result(self) -> dict[str, Any]:
+        message = self.message
+        if "error" in message:
+            raise AssertionError(f"Expected a result, got error {message['error']}")
+        return message["result"]  # type: ignore[no-any-return]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        message = self.message
+        if "error" not in message:
+            raise AssertionError(f"Expected an error, got result {message.get('result')}")
+        return message["error"]  # type: ignore[no-any-return]
+
+    @property
+    def notifications(self) -> list[dict[str, Any]]:
+        return [m for m in self.messages if "method" in m and "id" not in m]
+
+
+def parse_sse(data: bytes) -> Iterator[str]:
+    """The ``data`` of each event of an SSE body."""
+    for block in data.decode().replace("\r\n", "\n").split("\n\n"):
+        lines = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
+        if lines:
+            yield "\n".join(lines)
+
+
+def encode_header_value(value: str) -> str:
+    """Header-safe form of a value (the ``=?base64?...?=`` sentinel when needed)."""
+    if value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?base64?"):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+class MCPTestClient:
+    """Drive an app's MCP endpoint the way a real client does."""
+
+    def __init__(
+        self,
+        app: Flask,
+        *,
+        protocol_version: str = "2026-07-28",
+        url: str = "/mcp",
+        client_info: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.client = app.test_client()
+        self.protocol_version = protocol_version
+        self.url = url
+        self.client_info = client_info or {"name": "flask-mcp-test-client", "version": "1.0"}
+        self.capabilities = capabilities or {}
+        self.extra_headers = dict(headers or {})
+        self.session_id: str | None = None
+        self.negotiated_version: str | None = None
+        self.observers: list[Observer] = []
+        self._ids = itertools.count(1)
+        self._tool_schemas: dict[str, dict[str, Any]] = {}
+
+    @property
+    def stateless(self) -> bool:
+        return self.protocol_version in STATELESS_VERSIONS
+
+    # ------------------------------------------------------------------ high level
+
+    def initialize(self) -> MCPResponse:
+        """Legacy handshake: ``initialize``, then ``notifications/initialized``."""
+        response = self.request(
+            "initialize",
+            {
+                "protocolVersion": self.protocol_version,
+                "capabilities": self.capabilities,
+                "clientInfo": self.client_info,
+            },
+        )
+        self.session_id = response.headers.get("Mcp-Session-Id")
+        self.negotiated_version = response.result["protocolVersion"]
+        self.notify("notifications/initialized")
+        return response
+
+    def discover(self) -> MCPResponse:
+        return self.request("server/discover")
+
+    def list_tools(self, cursor: str | None = None) -> MCPResponse:
+        response = self.request("tools/list", {"cursor": cursor} if cursor else {})
+        for tool in response.result.get("tools", []):
+            self._tool_schemas[tool["name"]] = tool.get("inputSchema", {})
+        return response
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> MCPResponse:
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        return self.request("tools/call", params, **kwargs)
+
+    def delete(self) -> TestResponse:
+        headers = {}
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        return self.client.delete(self.url, headers=headers)
+
+    # ------------------------------------------------------------------ low level
+
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        id: str | int | None = None,
+        headers: dict[str, str] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> MCPResponse:
+        """Send one request with the headers and ``_meta`` its era needs."""
+        params = dict(params or {})
+        if self.stateless:
+            params["_meta"] = {**self.request_meta(), **(meta or {})}
+        elif meta:
+            params["_meta"] = meta
+        message = {"jsonrpc": "2.0", "id": next(self._ids) if id is None else id, "method": method, "params": params}
+        return self.post(message, headers={**self.standard_headers(method, params), **(headers or {})})
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> MCPResponse:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        return self.post(message, headers=self.standard_headers(method, params or {}))
+
+    def request_meta(self) -> dict[str, Any]:
+        return {
+            "io.modelcontextprotocol/protocolVersion": self.protocol_version,
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+            "io.modelcontextprotocol/clientInfo": self.client_info,
+        }
+
+    def standard_headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if self.stateless:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+            headers["Mcp-Method"] = method
+            target = params.get("uri") if method == "resources/read" else params.get("name")
+            if method in ("tools/call", "prompts/get", "resources/read") and isinstance(target, str):
+                headers["Mcp-Name"] = encode_header_value(target)
+            if method == "tools/call":
+                headers.update(self._param_headers(params))
+        else:
+            if self.session_id:
+                headers["Mcp-Session-Id"] = self.session_id
+            if self.negotiated_version and self.negotiated_version != "2025-03-26":
+                headers["MCP-Protocol-Version"] = self.negotiated_version
+        return headers
+
+    def _param_headers(self, params: dict[str, Any]) -> dict[str, str]:
+        schema = self._tool_schemas.get(params.get("name", ""))
+        if schema is None:
+            return {}
+        headers: dict[str, str] = {}
+
+        def walk(node: dict[str, Any], value: Any) -> None:
+            for key, prop in (node.get("properties") or {}).items():
+                sub = value.get(key) if isinstance(value, dict) else None
+                if sub is None:
+                    continue
+                if "x-mcp-header" in prop:
+                    text = ("true" if sub else "false") if isinstance(sub, bool) else str(sub)
+                    headers[f"Mcp-Param-{prop['x-mcp-header']}"] = encode_header_value(text)
+                walk(prop, sub)
+
+        walk(schema, params.get("arguments") or {})
+        return headers
+
+    def post(self, body: Any, *, headers: dict[str, str] | None = None, raw: bool = False) -> MCPResponse:
+        """POST a message (or raw bytes with ``raw=True``) and parse the answer."""
+        all_headers = {"Accept": ACCEPT, "Content-Type": "application/json", **self.extra_headers, **(headers or {})}
+        data = body if raw else json.dumps(body)
+        http = self.client.post(self.url, data=data, headers=all_headers)
+        response = MCPResponse(http, list(self._messages(http)))
+        method = body.get("method") if isinstance(body, dict) else None
+        version = self.negotiated_version or self.protocol_version
+        for message in response.messages:
+            for observer in self.observers:
+                observer(version, method, message)
+        return response
+
+    def _messages(self, http: TestResponse) -> Iterator[dict[str, Any]]:
+        if not http.data:
+            return
+        if http.mimetype == "text/event-stream":
+            for data in parse_sse(http.data):
+                yield from _as_list(json.loads(data))
+        elif http.mimetype == "application/json":
+            yield from _as_list(http.get_json())
+
+
+def _as_list(payload: Any) -> list[dict[str, Any]]:
+    return payload if isinstance(payload, list) else [payload]

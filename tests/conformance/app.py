@@ -1,0 +1,138 @@
+"""The conformance fixture server: the tools, resources and prompts that the
+official MCP conformance suite calls (../shared/conformance/fixtures.md),
+built only with flask-mcp's public API. Other checks start it by this path:
+
+    gunicorn -k gthread --threads 8 -b 127.0.0.1:PORT tests.conformance.app:app
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import struct
+import wave
+import zlib
+from typing import Annotated, Any
+
+from flask import Flask
+
+from flask_mcp import MCP, Audio, Context, EmbeddedResource, Header, Image, ToolError
+
+app = Flask(__name__)
+app.config.from_prefixed_env()
+mcp = MCP(app, name="flask-mcp-conformance", version="1.0.0")
+
+
+def _png_1x1() -> bytes:
+    """A valid 1x1 red PNG, built here rather than shipped as a blob."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+def _wav_silence() -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(b"\x00\x00" * 80)
+    return buffer.getvalue()
+
+
+PNG = _png_1x1()
+WAV = _wav_silence()
+
+
+# The first tool listed takes no arguments: http-header-validation calls it with {}.
+@mcp.tool
+def test_simple_text() -> str:
+    """Returns a simple text response."""
+    return "This is a simple text response for testing."
+
+
+@mcp.tool
+def test_image_content() -> Image:
+    """Returns an image (a 1x1 PNG)."""
+    return Image(PNG, "image/png")
+
+
+@mcp.tool
+def test_audio_content() -> Audio:
+    """Returns an audio clip (a short WAV)."""
+    return Audio(WAV, "audio/wav")
+
+
+@mcp.tool
+def test_embedded_resource() -> EmbeddedResource:
+    """Returns an embedded text resource."""
+    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain")
+
+
+@mcp.tool
+def test_multiple_content_types() -> list[Any]:
+    """Returns text, an image and an embedded resource."""
+    return [
+        "Multiple content types test:",
+        Image(PNG, "image/png"),
+        EmbeddedResource(
+            "test://mixed-content-resource",
+            text='{"test": "data", "value": 123}',
+            mime_type="application/json",
+        ),
+    ]
+
+
+@mcp.tool
+def test_error_handling() -> str:
+    """Always fails with a tool error (isError: true)."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@mcp.tool
+def test_missing_capability(ctx: Context) -> str:
+    """Needs the client's sampling capability; refuses without it."""
+    ctx.require_client_capability(sampling={})
+    return "The client declared sampling."
+
+
+@mcp.tool
+def test_x_mcp_header(region: Annotated[str, Header("Region")]) -> str:
+    """Echoes a region that is mirrored in the Mcp-Param-Region header."""
+    return f"Region: {region}"
+
+
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "address",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "kind": {"type": "string", "enum": ["person", "company"]},
+        "vat": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
+    "if": {"properties": {"kind": {"const": "company"}}, "required": ["kind"]},
+    "then": {"required": ["vat"]},
+    "else": {},
+    "additionalProperties": False,
+}
+
+
+@mcp.tool(input_schema=JSON_SCHEMA_2020_12)
+def json_schema_2020_12_tool(
+    name: str | None = None, address: dict[str, Any] | None = None, kind: str | None = None, vat: str | None = None
+) -> str:
+    """Has an input schema that uses JSON Schema 2020-12 keywords."""
+    return f"Received: name={name}, address={address}, kind={kind}, vat={vat}"

@@ -1,0 +1,184 @@
+"""Shared fixtures: schema validation of every server message, MCP test
+clients for both eras, and real gunicorn servers on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import requests
+from flask import Flask
+
+from flask_mcp.testing import MCPTestClient
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+SPEC = SHARED / "spec"
+
+ALL_VERSIONS = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26")
+LEGACY_VERSIONS = ALL_VERSIONS[1:]
+
+# Which definition a result of each method must satisfy.
+RESULT_DEFINITIONS = {
+    "initialize": "InitializeResult",
+    "ping": "EmptyResult",
+    "logging/setLevel": "EmptyResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "server/discover": "DiscoverResult",
+}
+
+
+@lru_cache(maxsize=None)
+def _schema(version: str) -> dict[str, Any]:
+    return json.loads((SPEC / version / "schema.json").read_text())  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=None)
+def _validator(version: str, definition: str) -> jsonschema.protocols.Validator:
+    schema = _schema(version)
+    where = "$defs" if "$defs" in schema else "definitions"
+    if definition not in schema[where]:
+        raise KeyError(f"{definition} is not defined in the {version} schema")
+    root = {**schema, "$ref": f"#/{where}/{definition}"}
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(root)  # type: ignore[no-any-return]
+
+
+def validate_message(version: str, method: str | None, message: dict[str, Any]) -> None:
+    """Validate one server message against ``shared/spec/<version>/schema.json``."""
+    if "error" in message:
+        name = "JSONRPCError" if version in ("2025-03-26", "2025-06-18") else "JSONRPCErrorResponse"
+        if "id" not in message and version in ("2025-03-26", "2025-06-18"):
+            # Those schemas require an id, yet an unreadable request has none
+            # (spec digest section 0): check the rest of the shape.
+            message = {**message, "id": 0}
+        _validator(version, name).validate(message)
+        return
+    if "method" in message:
+        _validator(version, "JSONRPCNotification").validate(message)
+        return
+    envelope = "JSONRPCResponse" if version in ("2025-03-26", "2025-06-18") else "JSONRPCResultResponse"
+    _validator(version, envelope).validate(message)
+    definition = RESULT_DEFINITIONS.get(method or "")
+    if definition is not None:
+        _validator(version, definition).validate(message["result"])
+
+
+@pytest.fixture
+def validated() -> list[tuple[str, str | None, dict[str, Any]]]:
+    """Every message the test clients received (each already validated)."""
+    return []
+
+
+@pytest.fixture
+def make_client(validated: list[Any]) -> Callable[..., MCPTestClient]:
+    """``make_client(app, "2025-11-25")``: a test client whose every received
+    message is validated against its revision's schema."""
+
+    def make(app: Flask, protocol_version: str = "2026-07-28", **kwargs: Any) -> MCPTestClient:
+        client = MCPTestClient(app, protocol_version=protocol_version, **kwargs)
+
+        def observe(version: str, method: str | None, message: dict[str, Any]) -> None:
+            validate_message(version, method, message)
+            validated.append((version, method, message))
+
+        client.observers.append(observe)
+        return client
+
+    return make
+
+
+# ---------------------------------------------------------------------- real servers
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class GunicornServer:
+    """A gunicorn master we started, stopped by its PID."""
+
+    def __init__(self, app_spec: str, *, workers: int = 1, threads: int = 8, env: dict[str, str] | None = None,
+                 extra_args: list[str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"flask-mcp-gunicorn-{self.port}.log"
+        cmd = [
+            sys.executable, "-m", "gunicorn", app_spec,
+            "--bind", f"127.0.0.1:{self.port}",
+            "--workers", str(workers),
+            "--worker-class", "gthread",
+            "--threads", str(threads),
+            "--timeout", "60",
+            "--graceful-timeout", "5",
+            *(extra_args or []),
+        ]
+        self.log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited early:\n{self.log_path.read_text()}")
+            try:
+                if requests.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"gunicorn did not become ready:\n{self.log_path.read_text()}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def gunicorn_server() -> Iterator[Callable[..., GunicornServer]]:
+    """Start gunicorn servers for this test; each is stopped afterwards."""
+    started: list[GunicornServer] = []
+
+    def start(app_spec: str, **kwargs: Any) -> GunicornServer:
+        server = GunicornServer(app_spec, **kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def example_server() -> Iterator[GunicornServer]:
+    """The example app under real gunicorn (gthread), shared by a module's tests."""
+    server = GunicornServer("example.app:app")
+    yield server
+    server.stop()
