@@ -74,7 +74,7 @@ def test_embedded_resource() -> EmbeddedResource:
 
 
 @mcp.tool
-def test_multiple_content_types() -> list[Any]:
+def test_multiple_content_types() -> list[str | Image | EmbeddedResource]:
     """Returns text, an image and an embedded resource."""
     return [
         "Multiple content types test:",
