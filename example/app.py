@@ -47,10 +47,13 @@ class Reservation(BaseModel):
 CATALOGUE = {
     b.isbn: b
     for b in [
-        Book(isbn="9780141439518", title="Pride and Prejudice", author="Jane Austen", year=1813, price_eur=7.5, in_stock=4),
+        Book(isbn="9780141439518", title="Pride and Prejudice", author="Jane Austen", year=1813,
+             price_eur=7.5, in_stock=4),
         Book(isbn="9780451524935", title="1984", author="George Orwell", year=1949, price_eur=9.9, in_stock=0),
-        Book(isbn="9780547928227", title="The Hobbit", author="J. R. R. Tolkien", year=1937, price_eur=12.0, in_stock=2),
-        Book(isbn="9780140449136", title="Crime and Punishment", author="Fyodor Dostoevsky", year=1866, price_eur=11.0, in_stock=1),
+        Book(isbn="9780547928227", title="The Hobbit", author="J. R. R. Tolkien", year=1937,
+             price_eur=12.0, in_stock=2),
+        Book(isbn="9780140449136", title="Crime and Punishment", author="Fyodor Dostoevsky", year=1866,
+             price_eur=11.0, in_stock=1),
     ]
 }
 

@@ -107,7 +107,9 @@ def _negotiate_media() -> bool:
         return False
     if accept.best_match([EVENT_STREAM]) is not None:
         return True
-    raise NotAcceptableMedia(f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {request.headers['Accept']!r}).")
+    raise NotAcceptableMedia(
+        f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {request.headers['Accept']!r})."
+    )
 
 
 def _read_body(limit: int) -> bytes:

@@ -19,6 +19,7 @@ from .protocol.session import SessionStore
 from .tools import Tool, ToolRegistry
 
 F = TypeVar("F", bound=Callable[..., Any])
+G = TypeVar("G", bound=Callable[..., Any])
 InstructionsSource = str | Callable[..., "str | None"]
 
 
@@ -111,9 +112,21 @@ class MCP:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
-    ) -> Callable[[F], F]: ...
+    ) -> Callable[[G], G]: ...
 
-    def tool(self, fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+    def tool(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: Sequence[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+    ) -> F | Callable[[F], F]:
         """Register a function as a tool; the function is returned unchanged.
 
         Bare (``@mcp.tool``) or with options: ``name``, ``title``, ``description``
@@ -121,15 +134,21 @@ class MCP:
         ``meta`` and ``input_schema`` (a raw JSON Schema that replaces the one
         built from type hints; you then validate the arguments yourself).
         """
-        if fn is not None:
-            self.add_tool(fn)
-            return fn
+        options: dict[str, Any] = {
+            "name": name,
+            "title": title,
+            "description": description,
+            "annotations": annotations,
+            "icons": icons,
+            "meta": meta,
+            "input_schema": input_schema,
+        }
 
         def register(func: F) -> F:
             self.add_tool(func, **options)
             return func
 
-        return register
+        return register if fn is None else register(fn)
 
     def add_tool(self, fn: Callable[..., Any], **options: Any) -> None:
         """Register a tool at any time (see :meth:`tool` for the options)."""

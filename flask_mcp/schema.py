@@ -11,16 +11,17 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, NotRequired, Required, get_args, get_origin, get_type_hints
 
 import pydantic
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticSerializationError, to_jsonable_python
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict
 
 from .protocol.features import InvalidToolArguments
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_TYPED_DICT: Any = TypedDict  # called with a computed name and fields
 
 
 def Header(name: str) -> Any:  # noqa: N802 - reads as a type marker: Annotated[str, Header("Region")]
@@ -130,7 +131,8 @@ def build_input(fn: Callable[..., Any], *, context_type: type, tool_name: str) -
         else:
             fields[param.name] = NotRequired[annotation]
             defaults[param.name] = param.default
-    arguments_type: Any = TypedDict(f"{tool_name}_arguments", fields)  # type: ignore[operator]
+    # Built at run time from the signature; pydantic validates it like any TypedDict.
+    arguments_type = _TYPED_DICT(f"{tool_name}_arguments", fields)
     arguments_type.__pydantic_config__ = pydantic.ConfigDict(extra="forbid")
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(arguments_type)

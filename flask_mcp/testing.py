@@ -46,7 +46,7 @@ class MCPResponse:
         """The final JSON-RPC response (the last message with an id)."""
         for message in reversed(self.messages):
             if "result" in message or "error" in message:
-                return message
+                return dict(message)
         raise AssertionError(f"No JSON-RPC response in the answer (HTTP {self.status_code}): {self.http.data!r}")
 
     @property

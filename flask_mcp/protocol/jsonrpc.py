@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .errors import InvalidRequest, MCPError, ParseError
 
-RequestId = Union[str, int]
+RequestId = str | int
 
 
 @dataclass(slots=True)
@@ -33,7 +33,7 @@ class ClientResponse:
     error: Any = None
 
 
-Message = Union[Request, Notification, ClientResponse]
+Message = Request | Notification | ClientResponse
 
 
 def _reject_constant(name: str) -> Any:
@@ -61,7 +61,7 @@ def readable_id(obj: Any) -> RequestId | None:
     if isinstance(obj, dict):
         value = obj.get("id")
         if _valid_id(value):
-            return value  # type: ignore[no-any-return]
+            return value
     return None
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from . import jsonrpc
 from .errors import (
     BadProtocolVersionHeader,
+    HeaderMismatch,
     InvalidParams,
     InvalidRequest,
     MCPError,
@@ -26,7 +27,6 @@ from .errors import (
     SessionNotFound,
     SessionRequired,
     UnsupportedProtocolVersion,
-    HeaderMismatch,
 )
 from .features import InvalidToolArguments, RequestInfo, ToolOutcome, ToolProvider
 from .headers import check_param_headers, check_standard_headers

@@ -7,7 +7,6 @@ built only with flask-mcp's public API. Other checks start it by this path:
 
 from __future__ import annotations
 
-import base64
 import io
 import struct
 import wave
@@ -70,7 +69,9 @@ def test_audio_content() -> Audio:
 @mcp.tool
 def test_embedded_resource() -> EmbeddedResource:
     """Returns an embedded text resource."""
-    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain")
+    return EmbeddedResource(
+        "test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain"
+    )
 
 
 @mcp.tool
@@ -132,7 +133,10 @@ JSON_SCHEMA_2020_12 = {
 
 @mcp.tool(input_schema=JSON_SCHEMA_2020_12)
 def json_schema_2020_12_tool(
-    name: str | None = None, address: dict[str, Any] | None = None, kind: str | None = None, vat: str | None = None
+    name: str | None = None,
+    address: dict[str, Any] | None = None,
+    kind: str | None = None,
+    vat: str | None = None,
 ) -> str:
     """Has an input schema that uses JSON Schema 2020-12 keywords."""
     return f"Received: name={name}, address={address}, kind={kind}, vat={vat}"
