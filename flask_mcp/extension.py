@@ -19,7 +19,6 @@ from .protocol.session import SessionStore
 from .tools import Tool, ToolRegistry
 
 F = TypeVar("F", bound=Callable[..., Any])
-G = TypeVar("G", bound=Callable[..., Any])
 InstructionsSource = str | Callable[..., "str | None"]
 
 
@@ -99,11 +98,12 @@ class MCP:
     # ------------------------------------------------------------------ tools
 
     @overload
-    def tool(self, fn: F, /) -> F: ...
+    def tool(self, fn: F) -> F: ...
 
     @overload
     def tool(
         self,
+        fn: None = None,
         *,
         name: str | None = None,
         title: str | None = None,
@@ -112,12 +112,11 @@ class MCP:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
-    ) -> Callable[[G], G]: ...
+    ) -> Callable[[F], F]: ...
 
     def tool(
         self,
-        fn: F | None = None,
-        /,
+        fn: Callable[..., Any] | None = None,
         *,
         name: str | None = None,
         title: str | None = None,
@@ -126,7 +125,7 @@ class MCP:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
-    ) -> F | Callable[[F], F]:
+    ) -> Any:
         """Register a function as a tool; the function is returned unchanged.
 
         Bare (``@mcp.tool``) or with options: ``name``, ``title``, ``description``
@@ -144,7 +143,7 @@ class MCP:
             "input_schema": input_schema,
         }
 
-        def register(func: F) -> F:
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
             self.add_tool(func, **options)
             return func
 
