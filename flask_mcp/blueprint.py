@@ -75,7 +75,11 @@ def _post() -> Response:
 
 
 def _get() -> Response:
-    _guard(_state())
+    state = _state()
+    _guard(state)
+    gone = state.server.check_get(_headers())
+    if gone is not None:
+        return _render(gone, False)
     raise MethodNotAllowedHere(
         "This server opens no server-initiated stream: POST JSON-RPC requests to this "
         "endpoint (GET is not supported)."

@@ -74,7 +74,8 @@ class MCPHTTPException(HTTPException):
     jsonrpc_code: int = ErrorCode.INVALID_REQUEST
 
     def __init__(self, description: str, *, extra_headers: dict[str, str] | None = None) -> None:
-        super().__init__(description)
+        # By keyword: some werkzeug classes (MethodNotAllowed) take other arguments first.
+        super().__init__(description=description)
         self.extra_headers = extra_headers or {}
 
     def get_body(self, environ: Any = None, scope: Any = None) -> str:

@@ -136,6 +136,14 @@ class Server:
             return self._handle_stateless(message, headers, header_version)
         return self._handle_legacy(message, headers, header_version)
 
+    def check_get(self, headers: Mapping[str, str]) -> Reply | None:
+        """A GET naming an unknown or ended session learns so (404); any other GET
+        gets ``None`` here, and the HTTP layer answers that no stream is offered."""
+        session_id = _header(headers, "mcp-session-id")
+        if session_id and self.sessions.get(session_id) is None:
+            return self._error_reply(None, SessionNotFound(), 404)
+        return None
+
     def handle_delete(self, headers: Mapping[str, str]) -> Reply:
         """End the legacy session named by ``Mcp-Session-Id``."""
         session_id = _header(headers, "mcp-session-id")
