@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, request
@@ -70,7 +71,10 @@ def _post() -> Response:
             f"Content-Type must be {JSON} (got {request.content_type or 'none'!r})."
         )
     body = _read_body(state.settings.max_content_length)
-    reply = state.server.handle_post(_headers(), body)
+    notifications: list[dict[str, Any]] = []
+    reply = state.server.handle_post(_headers(), body, notifications.append)
+    if notifications and reply.body is not None and _accepts_stream():
+        return _render_stream(notifications, reply)
     return _render(reply, wants_stream)
 
 
@@ -116,6 +120,11 @@ def _negotiate_media() -> bool:
     )
 
 
+def _accepts_stream() -> bool:
+    """Whether notifications can precede the result (the client takes SSE)."""
+    return "Accept" not in request.headers or request.accept_mimetypes.best_match([EVENT_STREAM]) is not None
+
+
 def _read_body(limit: int) -> bytes:
     length = request.content_length
     if length is not None and length > limit:
@@ -136,6 +145,18 @@ def _render(reply: Reply, wants_stream: bool) -> Response:
         headers = {**reply.headers, **sse.SSE_HEADERS}
         return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
     return Response(data, status=reply.status, headers=reply.headers, mimetype=JSON)
+
+
+def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Response:
+    """The request's notifications, then its result, as one SSE stream."""
+
+    def events() -> Iterator[bytes]:
+        for message in notifications:
+            yield sse.event(jsonrpc.encode(message))
+        yield sse.event(jsonrpc.encode(reply.body))
+
+    headers = {**reply.headers, **sse.SSE_HEADERS}
+    return Response(events(), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
 
 
 def _json_response(payload: Any, status: int) -> Response:

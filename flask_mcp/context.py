@@ -3,12 +3,16 @@ annotated ``Context``): who is calling, over which revision, with what."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from .protocol.errors import MissingClientCapability
-from .protocol.features import RequestInfo
+from .protocol.features import RequestInfo, log_level_reaches
+from .protocol.meta import LOG_LEVELS
 from .protocol.session import Session
+
+logger = logging.getLogger("flask_mcp")
 
 
 class Context:
@@ -16,6 +20,7 @@ class Context:
 
     def __init__(self, request: RequestInfo) -> None:
         self._request = request
+        self._last_progress: float | None = None
 
     @property
     def request_id(self) -> str | int | None:
@@ -79,3 +84,54 @@ class Context:
         missing = {k: v for k, v in required.items() if k not in self._request.client_capabilities}
         if missing:
             raise MissingClientCapability(missing)
+
+    # ------------------------------------------------------------------ notifications
+
+    def log(self, level: str, data: Any, *, logger_name: str | None = None) -> None:
+        """Send a log message to the client (``notifications/message``) if it asked
+        for this level: a legacy session's ``logging/setLevel`` (default ``info``),
+        or a 2026-07-28 request's ``_meta`` logLevel (no logs without it).
+
+        ``data`` is any JSON value; never put secrets or personal data in it.
+        """
+        if level not in LOG_LEVELS:
+            raise ValueError(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        if not log_level_reaches(level, self._request.log_threshold):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger_name:
+            params["logger"] = logger_name
+        self._request.emit({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    def debug(self, data: Any) -> None:
+        self.log("debug", data)
+
+    def info(self, data: Any) -> None:
+        self.log("info", data)
+
+    def warning(self, data: Any) -> None:
+        self.log("warning", data)
+
+    def error(self, data: Any) -> None:
+        self.log("error", data)
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Tell the client how far the call has got, if it asked (a ``progressToken``).
+
+        ``progress`` must increase from one report to the next; a report that
+        does not is dropped (and logged on the server).
+        """
+        token = self._request.progress_token
+        if token is None:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            logger.warning("Dropped a progress report that did not increase (%s after %s)",
+                           progress, self._last_progress)
+            return
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self._request.emit({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})

@@ -39,6 +39,11 @@ RESULT_DEFINITIONS = {
     "server/discover": "DiscoverResult",
 }
 
+NOTIFICATION_DEFINITIONS = {
+    "notifications/progress": "ProgressNotification",
+    "notifications/message": "LoggingMessageNotification",
+}
+
 
 @lru_cache(maxsize=None)
 def _schema(version: str) -> dict[str, Any]:
@@ -68,6 +73,9 @@ def validate_message(version: str, method: str | None, message: dict[str, Any]) 
         return
     if "method" in message:
         _validator(version, "JSONRPCNotification").validate(message)
+        definition = NOTIFICATION_DEFINITIONS.get(message["method"])
+        if definition is not None:
+            _validator(version, definition).validate(message)
         return
     envelope = "JSONRPCResponse" if version in ("2025-03-26", "2025-06-18") else "JSONRPCResultResponse"
     _validator(version, envelope).validate(message)

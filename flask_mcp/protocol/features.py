@@ -6,15 +6,21 @@ definitions and an entry to invoke, passing a :class:`RequestInfo`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .headers import HeaderParam
 from .jsonrpc import RequestId
-from .meta import RequestMeta
+from .meta import LOG_LEVELS, RequestMeta
 from .session import Session
 from .versions import Revision
+
+DEFAULT_LEGACY_LOG_LEVEL = "info"
+
+
+def log_level_reaches(level: str, threshold: str | None) -> bool:
+    return threshold is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
 
 
 @dataclass(slots=True)
@@ -30,10 +36,26 @@ class RequestInfo:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     session: Session | None = None
     meta: RequestMeta | None = None
+    #: Delivers a notification that belongs to this request (progress, logs)
+    #: ahead of its result; the HTTP layer decides how (an SSE stream).
+    emit: Callable[[dict[str, Any]], None] = field(default=lambda message: None)
 
     @property
     def protocol_version(self) -> str:
         return self.revision.version
+
+    @property
+    def log_threshold(self) -> str | None:
+        """The lowest level the client wants logs at; ``None`` = no logs.
+
+        2026-07-28: only with the request's ``_meta`` logLevel. Legacy: the
+        session's ``logging/setLevel``, else ``info`` (the server's choice).
+        """
+        if self.revision.stateless:
+            return self.meta.log_level if self.meta else None
+        if self.session is not None and self.session.log_level:
+            return self.session.log_level
+        return DEFAULT_LEGACY_LOG_LEVEL
 
     @property
     def progress_token(self) -> str | int | None:

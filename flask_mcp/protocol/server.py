@@ -46,6 +46,11 @@ from .versions import (
 logger = logging.getLogger("flask_mcp")
 
 Instructions = Callable[[RequestInfo], "str | None"]
+Emit = Callable[[dict[str, Any]], None]
+
+
+def _discard(message: dict[str, Any]) -> None:
+    """Where notifications go when the caller takes none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,22 +124,29 @@ class Server:
 
     # ------------------------------------------------------------------ entry points
 
-    def handle_post(self, headers: Mapping[str, str], body: bytes) -> Reply:
-        """Answer one POST. ``headers`` maps lower-case names to values."""
+    def handle_post(
+        self,
+        headers: Mapping[str, str],
+        body: bytes,
+        emit: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Reply:
+        """Answer one POST. ``headers`` maps lower-case names to values; ``emit``
+        receives the notifications a request produces before its result."""
+        emit = emit or _discard
         try:
             payload = jsonrpc.parse_body(body)
         except MCPError as exc:
             return self._error_reply(None, exc, 400)
         header_version = _header(headers, "mcp-protocol-version")
         if isinstance(payload, list):
-            return self._handle_batch(payload, headers, header_version)
+            return self._handle_batch(payload, headers, header_version, emit)
         try:
             message = jsonrpc.classify(payload)
         except MCPError as exc:
             return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
         if _is_stateless(message, header_version):
-            return self._handle_stateless(message, headers, header_version)
-        return self._handle_legacy(message, headers, header_version)
+            return self._handle_stateless(message, headers, header_version, emit)
+        return self._handle_legacy(message, headers, header_version, emit)
 
     def check_get(self, headers: Mapping[str, str]) -> Reply | None:
         """A GET naming an unknown or ended session learns so (404); any other GET
@@ -156,7 +168,7 @@ class Server:
     # ------------------------------------------------------------------ eras
 
     def _handle_stateless(
-        self, message: Message, headers: Mapping[str, str], header_version: str | None
+        self, message: Message, headers: Mapping[str, str], header_version: str | None, emit: Emit
     ) -> Reply:
         if isinstance(message, ClientResponse):
             return self._error_reply(
@@ -193,28 +205,29 @@ class Server:
             client_info=meta.client_info,
             client_capabilities=meta.client_capabilities,
             meta=meta,
+            emit=emit,
         )
         return self._dispatch(message, request)
 
     def _handle_legacy(
-        self, message: Message, headers: Mapping[str, str], header_version: str | None
+        self, message: Message, headers: Mapping[str, str], header_version: str | None, emit: Emit
     ) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
         try:
             _check_legacy_header(header_version)
             if isinstance(message, Request) and message.method == "initialize":
-                return self._dispatch_initialize(message, headers)
+                return self._dispatch_initialize(message, headers, emit)
             session = self._require_session(headers, header_version)
         except MCPError as exc:
             return self._error_reply(request_id, exc, exc.http_status or 400)
         revision = REVISIONS[session.protocol_version]
-        answered = self._legacy_message(message, headers, session, revision)
+        answered = self._legacy_message(message, headers, session, revision, emit)
         if answered is None:
             return Reply(202)
         return Reply(answered[1], answered[0])
 
     def _legacy_message(
-        self, message: Message, headers: Mapping[str, str], session: Session, revision: Revision
+        self, message: Message, headers: Mapping[str, str], session: Session, revision: Revision, emit: Emit
     ) -> tuple[dict[str, Any], int] | None:
         """Answer one message of an established session (``None`` = nothing to send)."""
         if isinstance(message, Notification):
@@ -236,11 +249,12 @@ class Server:
             client_info=session.client_info,
             client_capabilities=session.client_capabilities,
             session=session,
+            emit=emit,
         )
         return self._answer(message, request)
 
     def _handle_batch(
-        self, items: list[Any], headers: Mapping[str, str], header_version: str | None
+        self, items: list[Any], headers: Mapping[str, str], header_version: str | None, emit: Emit
     ) -> Reply:
         """JSON-RPC batches exist only in 2025-03-26."""
         session_id = _header(headers, "mcp-session-id")
@@ -268,14 +282,14 @@ class Server:
             except MCPError as exc:
                 answers.append(jsonrpc.error_message(jsonrpc.readable_id(item), exc))
                 continue
-            answered = self._legacy_message(message, headers, session, REVISIONS[session.protocol_version])
+            answered = self._legacy_message(message, headers, session, REVISIONS[session.protocol_version], emit)
             if answered is not None:
                 answers.append(answered[0])
         return Reply(200, answers) if answers else Reply(202)
 
     # ------------------------------------------------------------------ dispatch
 
-    def _dispatch_initialize(self, message: Request, headers: Mapping[str, str]) -> Reply:
+    def _dispatch_initialize(self, message: Request, headers: Mapping[str, str], emit: Emit) -> Reply:
         params = message.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
@@ -305,6 +319,7 @@ class Server:
             client_info=session.client_info,
             client_capabilities=session.client_capabilities,
             session=session,
+            emit=emit,
         )
         answer, status = self._answer(message, request)
         if "error" in answer:
@@ -369,7 +384,8 @@ class Server:
     # ------------------------------------------------------------------ methods
 
     def _capabilities(self, revision: Revision) -> dict[str, Any]:
-        return {"tools": {}}
+        # logging: tools may log through their Context (deprecated in 2026-07-28, still served).
+        return {"logging": {}, "tools": {}}
 
     def _instructions_for(self, request: RequestInfo) -> str | None:
         if self.instructions is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import struct
+import time
 import wave
 import zlib
 from typing import Annotated, Any
@@ -140,3 +141,31 @@ def json_schema_2020_12_tool(
 ) -> str:
     """Has an input schema that uses JSON Schema 2020-12 keywords."""
     return f"Received: name={name}, address={address}, kind={kind}, vat={vat}"
+
+
+@mcp.tool
+def test_tool_with_progress(ctx: Context) -> str:
+    """Reports progress 0, 50 and 100 of 100 when the client asks for progress."""
+    for step in (0, 50, 100):
+        ctx.report_progress(step, 100, f"Completed step {step} of 100")
+        if step < 100:
+            time.sleep(0.05)
+    return "Progress test completed"
+
+
+@mcp.tool
+def test_tool_with_logging(ctx: Context) -> str:
+    """Logs three info messages while it runs."""
+    for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        ctx.info(text)
+        time.sleep(0.05)
+    return "Logging test completed"
+
+
+@mcp.tool
+def test_logging_tool(ctx: Context) -> str:
+    """Logs at several levels; a 2026-07-28 client only gets them with a logLevel in _meta."""
+    ctx.debug("debug detail")
+    ctx.info("Tool execution started")
+    ctx.warning("a warning")
+    return "Logging tool completed"
