@@ -4,15 +4,30 @@ annotated ``Context``): who is calling, over which revision, with what."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from .errors import ToolError
 from .protocol.errors import MissingClientCapability
 from .protocol.features import RequestInfo, log_level_reaches
 from .protocol.meta import LOG_LEVELS
+from .protocol.mrtr import CAPABILITY_OF, InputRequest, InputRequired
 from .protocol.session import Session
 
 logger = logging.getLogger("flask_mcp")
+
+
+@dataclass(frozen=True)
+class ElicitResult:
+    """The person's answer to :meth:`Context.elicit`."""
+
+    action: str  # "accept", "decline" or "cancel"
+    content: dict[str, Any] | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
 
 
 class Context:
@@ -21,6 +36,7 @@ class Context:
     def __init__(self, request: RequestInfo) -> None:
         self._request = request
         self._last_progress: float | None = None
+        self._asked = 0
 
     @property
     def request_id(self) -> str | int | None:
@@ -135,3 +151,105 @@ class Context:
         if message is not None:
             params["message"] = message
         self._request.emit({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    # ------------------------------------------------------------------ asking the client
+
+    def elicitation(self, message: str, schema: dict[str, Any], *, key: str | None = None) -> InputRequest:
+        """A question for the person (form mode); pass it to :meth:`ask`.
+
+        ``schema`` is a flat object schema of primitive properties.
+        """
+        params = {"mode": "form", "message": message, "requestedSchema": schema}
+        return InputRequest(key or self._next_key("elicitation"), "elicitation/create", params)
+
+    def sampling(
+        self,
+        messages: str | Sequence[dict[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        key: str | None = None,
+        **extra: Any,
+    ) -> InputRequest:
+        """A completion request for the client's model; pass it to :meth:`ask`.
+
+        ``messages`` is a prompt string or a list of ``{"role", "content"}`` messages;
+        ``extra`` holds further ``sampling/createMessage`` params (``modelPreferences``...).
+        """
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        params: dict[str, Any] = {"messages": list(messages), "maxTokens": max_tokens, **extra}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        if temperature is not None:
+            params["temperature"] = temperature
+        return InputRequest(key or self._next_key("sampling"), "sampling/createMessage", params)
+
+    def roots(self, *, key: str | None = None) -> InputRequest:
+        """A request for the client's roots; pass it to :meth:`ask`."""
+        return InputRequest(key or self._next_key("roots"), "roots/list", {})
+
+    def ask(self, *requests: InputRequest) -> list[Any]:
+        """Ask the client, and return the answers in order: an :class:`ElicitResult`,
+        a ``sampling/createMessage`` result (a dict), or a list of roots.
+
+        Over 2026-07-28 the call ends here with an ``input_required`` result until
+        the client retries with every answer; the tool then runs again from the
+        start, so code before ``ask`` must be safe to repeat. A client that did not
+        declare the needed capability gets ``-32021``.
+        """
+        caps = self._request.client_capabilities
+        for request in requests:
+            capability = CAPABILITY_OF[request.method]
+            declared = caps.get(capability)
+            if not isinstance(declared, dict):
+                raise MissingClientCapability({capability: {}})
+            if capability == "elicitation" and declared and "form" not in declared:
+                # {} means form mode only; a non-empty object must name "form".
+                raise MissingClientCapability({"elicitation": {"form": {}}})
+        if not self._request.revision.stateless:
+            raise ToolError(
+                "This tool needs input from the client, which this server cannot ask for over a "
+                f"{self.protocol_version} session yet; use a 2026-07-28 client."
+            )
+        answers = self._request.input_responses
+        missing = [r for r in requests if _answer(r, answers.get(r.key)) is None]
+        if missing:
+            raise InputRequired(missing)
+        return [_answer(r, answers[r.key]) for r in requests]
+
+    def elicit(self, message: str, schema: dict[str, Any], *, key: str | None = None) -> ElicitResult:
+        """Ask the person a question (see :meth:`ask`)."""
+        result: ElicitResult = self.ask(self.elicitation(message, schema, key=key))[0]
+        return result
+
+    def sample(self, messages: str | Sequence[dict[str, Any]], *, max_tokens: int, **options: Any) -> dict[str, Any]:
+        """Ask the client's model for a completion (see :meth:`ask` and :meth:`sampling`)."""
+        result: dict[str, Any] = self.ask(self.sampling(messages, max_tokens=max_tokens, **options))[0]
+        return result
+
+    def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The client's roots (see :meth:`ask`)."""
+        result: list[dict[str, Any]] = self.ask(self.roots(key=key))[0]
+        return result
+
+    def _next_key(self, kind: str) -> str:
+        self._asked += 1
+        return f"{kind}_{self._asked}"
+
+
+def _answer(request: InputRequest, raw: Any) -> Any:
+    """The usable answer to one request, or ``None`` when it is missing or malformed."""
+    if not isinstance(raw, dict):
+        return None
+    if request.method == "elicitation/create":
+        action = raw.get("action")
+        content = raw.get("content")
+        if action not in ("accept", "decline", "cancel") or (content is not None and not isinstance(content, dict)):
+            return None
+        return ElicitResult(action, content)
+    if request.method == "sampling/createMessage":
+        return raw if isinstance(raw.get("content"), (dict, list)) else None
+    roots = raw.get("roots")
+    return roots if isinstance(roots, list) else None

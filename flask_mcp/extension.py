@@ -7,13 +7,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from flask import Flask
+from flask import Flask, current_app
 
 from .backends import MemorySessionStore
 from .blueprint import create_blueprint
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
+from .protocol.errors import InternalError
 from .protocol.features import RequestInfo
+from .protocol.mrtr import state_key
 from .protocol.server import ProtocolOptions, Server, ServerInfo
 from .protocol.session import SessionStore
 from .tools import Tool, ToolRegistry
@@ -91,6 +93,7 @@ class MCP:
                 cache_scope=settings.cache_scope,
             ),
             instructions=lambda request: self._instructions_for(request, static_instructions),
+            state_key=_request_state_key,
         )
         app.extensions["mcp"] = MCPState(self, settings, server, sessions)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
@@ -177,6 +180,18 @@ class MCP:
         if inspect.signature(source).parameters:
             return source(Context(request))
         return source()
+
+
+def _request_state_key() -> bytes:
+    """The key that seals 2026-07-28 ``requestState``: derived from the app's
+    ``SECRET_KEY``, so every worker and host of the app agrees on it."""
+    secret = current_app.config.get("SECRET_KEY")
+    if not secret:
+        raise InternalError(
+            "This tool asks the client for input, which needs the app's SECRET_KEY "
+            "(it seals requestState); set SECRET_KEY in the app's configuration."
+        )
+    return state_key(secret)
 
 
 def _session_store(settings: Settings) -> SessionStore:

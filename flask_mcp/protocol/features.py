@@ -39,6 +39,8 @@ class RequestInfo:
     #: Delivers a notification that belongs to this request (progress, logs)
     #: ahead of its result; the HTTP layer decides how (an SSE stream).
     emit: Callable[[dict[str, Any]], None] = field(default=lambda message: None)
+    #: 2026-07-28 multi round-trip: the client's answers so far, by key.
+    input_responses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def protocol_version(self) -> str:

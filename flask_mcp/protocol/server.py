@@ -19,6 +19,7 @@ from . import jsonrpc
 from .errors import (
     BadProtocolVersionHeader,
     HeaderMismatch,
+    InternalError,
     InvalidParams,
     InvalidRequest,
     MCPError,
@@ -32,6 +33,7 @@ from .features import InvalidToolArguments, RequestInfo, ToolOutcome, ToolProvid
 from .headers import check_param_headers, check_standard_headers
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import LOG_LEVELS, SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
+from .mrtr import STATE_LIFETIME, InputRequired, binding, seal, unseal
 from .session import Session, SessionStore, new_session_id
 from .versions import (
     DEFAULT_LEGACY_VERSION,
@@ -104,6 +106,7 @@ class Server:
         sessions: SessionStore,
         options: ProtocolOptions | None = None,
         instructions: Instructions | None = None,
+        state_key: Callable[[], bytes] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = info
@@ -111,6 +114,7 @@ class Server:
         self.sessions = sessions
         self.options = options or ProtocolOptions()
         self.instructions = instructions
+        self.state_key = state_key
         self.clock = clock
         self._handlers: dict[str, Callable[[RequestInfo], dict[str, Any]]] = {
             "initialize": self._initialize,
@@ -467,10 +471,16 @@ class Server:
         if tool is None:
             raise InvalidParams(f"Unknown tool {name!r}: call tools/list for the tools this server offers.")
         revision = request.revision
-        if revision.stateless and tool.header_params:
-            check_param_headers(request.headers, tool.header_params, arguments)
+        bound_to = ""
+        if revision.stateless:
+            if tool.header_params:
+                check_param_headers(request.headers, tool.header_params, arguments)
+            bound_to = binding(name, arguments, None)
+            request.input_responses = self._input_responses(params, bound_to)
         try:
             outcome = tool.invoke(arguments, request)
+        except InputRequired as needed:
+            return self._input_required(needed, request, bound_to)
         except InvalidToolArguments as exc:
             if not revision.argument_errors_as_results:
                 raise InvalidParams(exc.message, data={"errors": exc.details}) from None
@@ -480,6 +490,35 @@ class Server:
                 raise
             outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
         return _shape_tool_result(outcome, revision)
+
+
+    # ------------------------------------------------------------------ multi round-trip
+
+    def _key(self) -> bytes:
+        if self.state_key is None:
+            raise InternalError("This server cannot ask clients for input: it has no key to seal requestState.")
+        return self.state_key()
+
+    def _input_responses(self, params: dict[str, Any], bound_to: str) -> dict[str, Any]:
+        """Earlier rounds' answers (from our sealed state) plus this round's."""
+        answers: dict[str, Any] = {}
+        if params.get("requestState") is not None:
+            payload = unseal(params["requestState"], self._key(), bound_to=bound_to, now=self.clock())
+            answers.update(payload.get("answers") or {})
+        fresh = params.get("inputResponses")
+        if isinstance(fresh, dict):
+            answers.update(fresh)
+        return answers
+
+    def _input_required(self, needed: InputRequired, request: RequestInfo, bound_to: str) -> dict[str, Any]:
+        if not request.revision.stateless:
+            raise InternalError("Input requests outside 2026-07-28 travel on the response stream.")
+        state = {"bind": bound_to, "exp": self.clock() + STATE_LIFETIME, "answers": request.input_responses}
+        return {
+            "resultType": "input_required",
+            "inputRequests": {r.key: r.to_wire() for r in needed.requests},
+            "requestState": seal(state, self._key()),
+        }
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from flask import Flask
 from flask_mcp import MCP, Audio, Context, EmbeddedResource, Header, Image, ToolError
 
 app = Flask(__name__)
+# Seals the 2026-07-28 requestState; a real deployment sets its own secret.
+app.config["SECRET_KEY"] = "conformance-fixture-not-a-secret"
 app.config.from_prefixed_env()
 mcp = MCP(app, name="flask-mcp-conformance", version="1.0.0")
 
@@ -169,3 +171,86 @@ def test_logging_tool(ctx: Context) -> str:
     ctx.info("Tool execution started")
     ctx.warning("a warning")
     return "Logging tool completed"
+
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@mcp.tool
+def test_streaming_elicitation(ctx: Context) -> str:
+    """Asks the person for their name (an input_required result on 2026-07-28)."""
+    answer = ctx.elicit("Please provide your name", NAME_SCHEMA)
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@mcp.tool
+def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Asks for the user's name, then greets them."""
+    answer = ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@mcp.tool
+def test_input_required_result_sampling(ctx: Context) -> str:
+    """Asks the client's model a question and returns its answer."""
+    result = ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    content = result.get("content") or {}
+    return f"The model said: {content.get('text', '') if isinstance(content, dict) else content}"
+
+
+@mcp.tool
+def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Lists the client's roots."""
+    roots = ctx.list_roots(key="client_roots")
+    return "Client roots: " + ", ".join(str(root.get("uri")) for root in roots)
+
+
+@mcp.tool
+def test_input_required_result_request_state(ctx: Context) -> str:
+    """Asks for a confirmation; the sealed requestState carries the round."""
+    answer = ctx.elicit(
+        "Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+        key="confirm",
+    )
+    return f"state-ok: confirmed={(answer.content or {}).get('ok')}"
+
+
+@mcp.tool
+def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Asks for a name, a model greeting and the roots in one round."""
+    name, greeting, roots = ctx.ask(
+        ctx.elicitation("What is your name?", NAME_SCHEMA, key="user_name"),
+        ctx.sampling("Write a one-line greeting.", max_tokens=50, key="greeting"),
+        ctx.roots(key="client_roots"),
+    )
+    text = (greeting.get("content") or {}).get("text", "")
+    return f"name={(name.content or {}).get('name')}; greeting={text}; roots={len(roots)}"
+
+
+@mcp.tool
+def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Asks two questions, one round each."""
+    first = ctx.elicit("What is your name?", NAME_SCHEMA, key="step1")
+    colour_schema = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+    second = ctx.elicit("What is your favourite colour?", colour_schema, key="step2")
+    return f"{(first.content or {}).get('name')} likes {(second.content or {}).get('color')}"
+
+
+@mcp.tool
+def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Asks for a confirmation; an altered requestState is refused."""
+    answer = ctx.elicit(
+        "Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+        key="confirm",
+    )
+    return f"confirmed={(answer.content or {}).get('ok')}"
+
+
+@mcp.tool
+def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only for what the client declared: elicitation if it can, else sampling."""
+    if ctx.has_client_capability("elicitation"):
+        answer = ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+        return f"elicited: {answer.action}"
+    result = ctx.sample("What is your name?", max_tokens=50, key="capital_question")
+    return f"sampled: {(result.get('content') or {}).get('text', '')}"
