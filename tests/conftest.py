@@ -80,6 +80,8 @@ def validate_message(version: str, method: str | None, message: dict[str, Any]) 
     envelope = "JSONRPCResponse" if version in ("2025-03-26", "2025-06-18") else "JSONRPCResultResponse"
     _validator(version, envelope).validate(message)
     definition = RESULT_DEFINITIONS.get(method or "")
+    if message["result"].get("resultType") == "input_required":
+        definition = "InputRequiredResult"
     if definition is not None:
         _validator(version, definition).validate(message["result"])
 

@@ -279,9 +279,7 @@ def test_collect_header_params_finds_annotated_properties() -> None:
 def test_collect_header_params_follows_nested_properties() -> None:
     schema = {
         "type": "object",
-        "properties": {
-            "where": {"type": "object", "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}}}
-        },
+        "properties": {"where": {"type": "object", "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}}}},
     }
     assert collect_header_params(schema) == (HeaderParam("Zone", ("where", "zone"), "string"),)
 

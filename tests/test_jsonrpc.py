@@ -157,9 +157,7 @@ def test_message_with_method_and_no_id_is_a_notification() -> None:
 
 
 def test_notification_keeps_its_params() -> None:
-    message = jsonrpc.classify(
-        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
-    )
+    message = jsonrpc.classify({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}})
     assert isinstance(message, Notification)
     assert message.params == {"requestId": 3}
 

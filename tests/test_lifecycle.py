@@ -71,7 +71,9 @@ def rpc(method: str, id: int | str = 1, params: dict[str, Any] | None = None) ->
 
 
 @pytest.mark.parametrize("version", LEGACY)
-def test_initialize_answers_with_the_requested_legacy_version(make_client: MakeClient, app: Flask, version: str) -> None:
+def test_initialize_answers_with_the_requested_legacy_version(
+    make_client: MakeClient, app: Flask, version: str
+) -> None:
     client = make_client(app, version)
     response = client.initialize()
     assert response.status_code == 200
@@ -118,7 +120,9 @@ def test_counter_offered_session_works_at_the_offered_version(make_client: MakeC
     client = make_client(app, "2025-11-25")
     session_id = client.post(initialize_message("1999-01-01")).headers["Mcp-Session-Id"]
     client.session_id = session_id
-    response = client.post(rpc("tools/list"), headers={"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"})
+    response = client.post(
+        rpc("tools/list"), headers={"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+    )
     assert response.status_code == 200
     assert [tool["name"] for tool in response.result["tools"]] == ["echo"]
 
@@ -162,7 +166,9 @@ def test_2026_request_with_a_live_legacy_session_id_does_not_echo_it(make_client
 
 
 @pytest.mark.parametrize("version", LEGACY)
-def test_initialized_notification_gets_202_with_an_empty_body(make_client: MakeClient, app: Flask, version: str) -> None:
+def test_initialized_notification_gets_202_with_an_empty_body(
+    make_client: MakeClient, app: Flask, version: str
+) -> None:
     client = make_client(app, version)
     response = client.request(
         "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
@@ -208,7 +214,9 @@ def test_missing_session_returns_400(make_client: MakeClient, app: Flask, versio
 
 def test_unknown_session_returns_404(make_client: MakeClient, app: Flask) -> None:
     client = make_client(app, "2025-11-25")
-    response = client.post(rpc("tools/list"), headers={"Mcp-Session-Id": "does-not-exist", "MCP-Protocol-Version": "2025-11-25"})
+    response = client.post(
+        rpc("tools/list"), headers={"Mcp-Session-Id": "does-not-exist", "MCP-Protocol-Version": "2025-11-25"}
+    )
     assert response.status_code == 404
     assert "error" in response.message
 
@@ -261,7 +269,9 @@ def test_deleting_one_session_leaves_others_alive(make_client: MakeClient, app: 
 
 
 @pytest.mark.parametrize("value", BAD_VERSION_HEADERS)
-def test_bad_protocol_version_header_without_session_returns_400(make_client: MakeClient, app: Flask, value: str) -> None:
+def test_bad_protocol_version_header_without_session_returns_400(
+    make_client: MakeClient, app: Flask, value: str
+) -> None:
     client = make_client(app, "2025-11-25")
     response = client.post(rpc("tools/list", id=2), headers={"MCP-Protocol-Version": value})
     assert response.status_code == 400
@@ -291,7 +301,12 @@ def test_bad_protocol_version_header_with_an_unknown_session_returns_400(
 
 @pytest.mark.parametrize(
     "negotiated,header",
-    [("2025-11-25", "2025-06-18"), ("2025-11-25", "2025-03-26"), ("2025-06-18", "2025-11-25"), ("2025-03-26", "2025-06-18")],
+    [
+        ("2025-11-25", "2025-06-18"),
+        ("2025-11-25", "2025-03-26"),
+        ("2025-06-18", "2025-11-25"),
+        ("2025-03-26", "2025-06-18"),
+    ],
 )
 def test_header_differing_from_the_negotiated_version_returns_400(
     make_client: MakeClient, app: Flask, negotiated: str, header: str
@@ -507,3 +522,44 @@ def test_batch_is_rejected_with_one_error_for_2026_07_28(make_client: MakeClient
     body = response.http.get_json()
     assert isinstance(body, dict)
     assert body["error"]["code"] == -32600
+
+
+# ---------------------------------------------------------------------- idle expiry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def expiring_app(clock: Clock) -> Flask:
+    from flask_mcp.backends import MemorySessionStore
+
+    app = Flask("expiring")
+    app.config["MCP_BACKEND"] = MemorySessionStore(timeout=60, clock=clock)
+    MCP(app)
+    return app
+
+
+def test_session_idle_past_its_timeout_returns_404(make_client: MakeClient, expiring_app: Flask, clock: Clock) -> None:
+    client = initialized(make_client, expiring_app, "2025-11-25")
+    clock.now += 61
+    assert client.request("ping").status_code == 404
+
+
+def test_activity_keeps_a_session_alive(make_client: MakeClient, expiring_app: Flask, clock: Clock) -> None:
+    client = initialized(make_client, expiring_app, "2025-11-25")
+    for _ in range(3):
+        clock.now += 45
+        assert client.request("ping").status_code == 200
+    clock.now += 61
+    assert client.request("ping").status_code == 404

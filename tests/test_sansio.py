@@ -58,8 +58,8 @@ def test_the_protocol_core_can_answer_a_request_without_flask_loaded() -> None:
         "    def save(self, s): pass\n"
         "    def delete(self, i): return False\n"
         "server = Server(info=ServerInfo('t', '1'), tools=NoTools(), sessions=NoSessions())\n"
-        "body = b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
-        "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"c\",\"version\":\"1\"}}}'\n"
+        'body = b\'{"jsonrpc":"2.0","id":1,"method":"initialize","params":'
+        '{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}\'\n'
         "reply = server.handle_post({}, body)\n"
         "assert reply.status == 200, reply\n"
         "assert reply.body['result']['protocolVersion'] == '2025-11-25', reply.body\n"

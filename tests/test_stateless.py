@@ -138,7 +138,9 @@ def test_tools_list_carries_cache_hints(client: MCPTestClient) -> None:
 
 def test_discover_answer_is_the_same_for_every_client(make_client: MakeClient, app: Flask) -> None:
     first = make_client(app, client_info={"name": "a", "version": "1"}).discover().result
-    second = make_client(app, client_info={"name": "b", "version": "9"}, capabilities={"sampling": {}}).discover().result
+    second = (
+        make_client(app, client_info={"name": "b", "version": "9"}, capabilities={"sampling": {}}).discover().result
+    )
     assert first == second
 
 
@@ -230,7 +232,9 @@ def test_missing_mcp_name_is_header_mismatch(client: MCPTestClient) -> None:
 
 
 def test_mismatched_mcp_name_is_header_mismatch(client: MCPTestClient) -> None:
-    response = send(client, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, headers={"Mcp-Name": "regional"})
+    response = send(
+        client, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, headers={"Mcp-Name": "regional"}
+    )
     assert_error(response, 400, -32020)
 
 
@@ -373,16 +377,22 @@ def test_absent_optional_arguments_need_no_param_header(client: MCPTestClient) -
 
 
 def test_integer_param_header_compares_numerically(client: MCPTestClient) -> None:
-    response = regional_call(client, {"region": "eu", "count": 42}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "42.0"})
+    response = regional_call(
+        client, {"region": "eu", "count": 42}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "42.0"}
+    )
     assert response.status_code == 200
     wrong = regional_call(client, {"region": "eu", "count": 42}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "41"})
     assert_error(wrong, 400, -32020)
 
 
 def test_boolean_param_header_is_true_or_false(client: MCPTestClient) -> None:
-    ok = regional_call(client, {"region": "eu", "verbose": False}, {"Mcp-Param-Region": "eu", "Mcp-Param-Verbose": "false"})
+    ok = regional_call(
+        client, {"region": "eu", "verbose": False}, {"Mcp-Param-Region": "eu", "Mcp-Param-Verbose": "false"}
+    )
     assert ok.status_code == 200
-    bad = regional_call(client, {"region": "eu", "verbose": True}, {"Mcp-Param-Region": "eu", "Mcp-Param-Verbose": "True"})
+    bad = regional_call(
+        client, {"region": "eu", "verbose": True}, {"Mcp-Param-Region": "eu", "Mcp-Param-Verbose": "True"}
+    )
     assert_error(bad, 400, -32020)
 
 
@@ -433,3 +443,16 @@ def test_stateless_requests_need_no_prior_handshake(client: MCPTestClient) -> No
     response = client.call_tool("echo", {"text": "first"})
     assert response.status_code == 200
     assert response.result["content"] == [{"type": "text", "text": "first"}]
+
+
+# ---------------------------------------------------------------------- optional _meta keys
+
+
+def test_unknown_log_level_in_meta_is_invalid_params(client: MCPTestClient) -> None:
+    value = meta(**{"io.modelcontextprotocol/logLevel": "loud"})
+    assert_error(send(client, "tools/list", meta_value=value), 400, -32602)
+
+
+def test_valid_log_level_in_meta_is_served(client: MCPTestClient) -> None:
+    value = meta(**{"io.modelcontextprotocol/logLevel": "warning"})
+    assert send(client, "tools/list", meta_value=value).status_code == 200

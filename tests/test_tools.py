@@ -247,7 +247,9 @@ def test_tool_options_show_in_the_2026_listing(make_client: MakeClient, app: Fla
     assert tool["outputSchema"]["type"] == "object"
 
 
-def test_2025_03_26_listing_has_no_title_output_schema_meta_or_icons(make_client: MakeClient, app: Flask, fancy: None) -> None:
+def test_2025_03_26_listing_has_no_title_output_schema_meta_or_icons(
+    make_client: MakeClient, app: Flask, fancy: None
+) -> None:
     tool = listing(make_client, app, "2025-03-26")["fancy"]
     assert set(tool) <= {"name", "description", "inputSchema", "annotations"}
     assert tool["annotations"]["title"] == "Annotated title"
@@ -391,7 +393,9 @@ def test_nested_model_arguments_are_validated_and_converted(make_client: MakeCli
     assert result["structuredContent"] == {"result": 4}
 
 
-def test_context_parameter_is_injected_and_absent_from_the_schema(make_client: MakeClient, app: Flask, mcp: MCP) -> None:
+def test_context_parameter_is_injected_and_absent_from_the_schema(
+    make_client: MakeClient, app: Flask, mcp: MCP
+) -> None:
     @mcp.tool
     def who(name: str, ctx: Context) -> str:
         return f"{name}@{ctx.protocol_version}:{ctx.method}"
@@ -574,7 +578,9 @@ def call(make_client: MakeClient, app: Flask, version: str, name: str) -> dict[s
 
 
 @pytest.mark.parametrize("version", ALL)
-def test_image_helper_gives_a_base64_image_block(make_client: MakeClient, app: Flask, media: None, version: str) -> None:
+def test_image_helper_gives_a_base64_image_block(
+    make_client: MakeClient, app: Flask, media: None, version: str
+) -> None:
     assert call(make_client, app, version, "picture")["content"] == [
         {"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"}
     ]
@@ -755,6 +761,7 @@ def paged_app(mcp: MCP) -> Flask:
     app = Flask("paged")
     app.config["MCP_PAGE_SIZE"] = 2
     mcp.init_app(app)
+
     def fn() -> str:
         return "x"
 
@@ -802,3 +809,34 @@ def test_invalid_cursor_is_invalid_params(make_client: MakeClient, paged_app: Fl
     client = connect(make_client, paged_app, version)
     response = client.request("tools/list", {"cursor": cursor})
     assert response.error["code"] == -32602
+
+
+# ---------------------------------------------------------------------- more result shaping
+
+
+def test_result_not_fitting_the_return_annotation_is_a_logged_is_error_result(
+    make_client: MakeClient, app: Flask, mcp: MCP, caplog: pytest.LogCaptureFixture
+) -> None:
+    @mcp.tool
+    def liar() -> int:
+        return "not a number"  # type: ignore[return-value]
+
+    with caplog.at_level(logging.ERROR, logger="flask_mcp"):
+        result = connect(make_client, app, "2025-11-25").call_tool("liar", {}).result
+    assert result["isError"] is True
+    assert "structuredContent" not in result
+    assert any(record.exc_info for record in caplog.records)
+
+
+def test_content_meta_is_dropped_on_2025_03_26(make_client: MakeClient, app: Flask, mcp: MCP) -> None:
+    """Content ``_meta`` exists from 2025-06-18 (spec digest 5.3); older clients must not get it."""
+
+    @mcp.tool
+    def tagged() -> Text:
+        return Text("hello", meta={"com.example/tag": "x"})
+
+    newer = connect(make_client, app, "2025-06-18").call_tool("tagged", {}).result["content"][0]
+    assert newer["_meta"] == {"com.example/tag": "x"}
+    older = connect(make_client, app, "2025-03-26").call_tool("tagged", {}).result["content"][0]
+    assert older["text"] == "hello"
+    assert "_meta" not in older

@@ -84,7 +84,11 @@ def test_unknown_method_is_http_404_only_in_2026_07_28() -> None:
 @pytest.mark.parametrize(
     "version,present,absent",
     [
-        ("2025-03-26", {"name", "description", "inputSchema", "annotations"}, {"title", "outputSchema", "_meta", "icons"}),
+        (
+            "2025-03-26",
+            {"name", "description", "inputSchema", "annotations"},
+            {"title", "outputSchema", "_meta", "icons"},
+        ),
         ("2025-06-18", {"name", "title", "outputSchema", "_meta"}, {"icons"}),
         ("2025-11-25", {"name", "title", "outputSchema", "_meta", "icons"}, set()),
         ("2026-07-28", {"name", "title", "outputSchema", "_meta", "icons"}, set()),

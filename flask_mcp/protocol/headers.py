@@ -123,6 +123,11 @@ def collect_header_params(schema: dict[str, Any]) -> tuple[HeaderParam, ...]:
     checking the authoring rules clients enforce (they drop tools that break them)."""
     found: list[HeaderParam] = []
     _walk(schema, (), found)
+    if _count_annotations(schema) != len(found):
+        raise ValueError(
+            "x-mcp-header is only allowed on properties reached from the root through "
+            "'properties' keys (not inside items, anyOf/oneOf/allOf/not, if/then/else or $ref targets)"
+        )
     seen: set[str] = set()
     for param in found:
         key = param.header.lower()
@@ -130,6 +135,15 @@ def collect_header_params(schema: dict[str, Any]) -> tuple[HeaderParam, ...]:
             raise ValueError(f"x-mcp-header {param.header!r} is used twice (names are case-insensitive)")
         seen.add(key)
     return tuple(found)
+
+
+def _count_annotations(node: Any) -> int:
+    """Every ``x-mcp-header`` anywhere in a schema, reachable or not."""
+    if isinstance(node, list):
+        return sum(_count_annotations(item) for item in node)
+    if not isinstance(node, dict):
+        return 0
+    return int("x-mcp-header" in node) + sum(_count_annotations(value) for value in node.values())
 
 
 def _walk(schema: dict[str, Any], path: tuple[str, ...], found: list[HeaderParam]) -> None:

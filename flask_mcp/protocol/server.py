@@ -264,6 +264,8 @@ class Server:
         session_id = _header(headers, "mcp-session-id")
         session = self.sessions.get(session_id) if session_id else None
         effective = header_version or (session.protocol_version if session else DEFAULT_LEGACY_VERSION)
+        if session is not None and effective != session.protocol_version:
+            effective = session.protocol_version  # the session's version decides, not a header
         revision = REVISIONS.get(effective)
         if revision is None or not revision.batching:
             return self._error_reply(
@@ -522,10 +524,7 @@ class Server:
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
-    content = [
-        block if block.get("type") in revision.content_types else _as_text_block(block)
-        for block in outcome.content
-    ]
+    content = [_block_for(block, revision) for block in outcome.content]
     result: dict[str, Any] = {"content": content}
     if outcome.has_structured and revision.structured_output:
         result["structuredContent"] = outcome.structured
@@ -534,6 +533,19 @@ def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, An
     if outcome.meta:
         result["_meta"] = dict(outcome.meta)
     return result
+
+
+def _block_for(block: dict[str, Any], revision: Revision) -> dict[str, Any]:
+    """A content block as this revision knows it: unknown types as text, and
+    no block ``_meta`` or ``annotations.lastModified`` where they do not exist."""
+    if block.get("type") not in revision.content_types:
+        block = _as_text_block(block)
+    if not revision.content_meta:
+        annotations = block.get("annotations")
+        block = {k: v for k, v in block.items() if k != "_meta"}
+        if isinstance(annotations, dict) and "lastModified" in annotations:
+            block["annotations"] = {k: v for k, v in annotations.items() if k != "lastModified"}
+    return block
 
 
 def _as_text_block(block: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,8 @@ class Revision:
     implementation_fields: frozenset[str]
     #: Content block types a tool result may carry.
     content_types: frozenset[str]
+    #: Content blocks may carry ``_meta`` and ``annotations.lastModified``.
+    content_meta: bool
     #: ``outputSchema`` on tools and ``structuredContent`` in results.
     structured_output: bool
     #: Invalid tool arguments are an ``isError`` result (SEP-1303), not ``-32602``.
@@ -66,6 +68,7 @@ REVISIONS: dict[str, Revision] = {
         tool_fields=_BASE_TOOL_FIELDS,
         implementation_fields=_BASE_IMPLEMENTATION_FIELDS,
         content_types=_BASE_CONTENT,
+        content_meta=False,
         structured_output=False,
         argument_errors_as_results=False,
         result_type=False,
@@ -80,6 +83,7 @@ REVISIONS: dict[str, Revision] = {
         tool_fields=_BASE_TOOL_FIELDS | {"title", "outputSchema", "_meta"},
         implementation_fields=_BASE_IMPLEMENTATION_FIELDS | {"title"},
         content_types=_BASE_CONTENT | {"resource_link"},
+        content_meta=True,
         structured_output=True,
         argument_errors_as_results=False,
         result_type=False,
@@ -95,6 +99,7 @@ REVISIONS: dict[str, Revision] = {
         implementation_fields=_BASE_IMPLEMENTATION_FIELDS
         | {"title", "description", "icons", "websiteUrl"},
         content_types=_BASE_CONTENT | {"resource_link"},
+        content_meta=True,
         structured_output=True,
         argument_errors_as_results=True,
         result_type=False,
@@ -110,6 +115,7 @@ REVISIONS: dict[str, Revision] = {
         implementation_fields=_BASE_IMPLEMENTATION_FIELDS
         | {"title", "description", "icons", "websiteUrl"},
         content_types=_BASE_CONTENT | {"resource_link"},
+        content_meta=True,
         structured_output=True,
         argument_errors_as_results=True,
         result_type=True,

@@ -1,0 +1,255 @@
+"""The per-call Context: progress and log notifications, and asking the client
+for input (2026-07-28 multi round-trip results with a sealed requestState)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from flask_mcp import MCP, Context
+
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@pytest.fixture
+def app() -> Flask:
+    app = Flask(__name__)
+    app.config["SECRET_KEY"] = "test-secret"
+    mcp = MCP(app, name="ctx", version="1.0")
+
+    @mcp.tool
+    def steps(ctx: Context) -> str:
+        """Reports three steps and logs at two levels."""
+        for step in (1, 2, 3):
+            ctx.report_progress(step, 3, f"step {step}")
+        ctx.report_progress(2, 3)  # not increasing: dropped
+        ctx.debug("fine detail")
+        ctx.info("halfway")
+        ctx.error("something odd")
+        return "done"
+
+    @mcp.tool
+    def greet(ctx: Context, punctuation: str = "!") -> str:
+        """Asks for a name, then greets."""
+        answer = ctx.elicit("What is your name?", NAME, key="who")
+        if not answer.accepted:
+            return "No name given."
+        return f"Hello, {answer.content['name']}{punctuation}" if answer.content else "?"
+
+    @mcp.tool
+    def two_rounds(ctx: Context) -> str:
+        """Asks two questions in two rounds."""
+        first = ctx.elicit("Name?", NAME, key="first")
+        second = ctx.sample("Say something", max_tokens=20, key="second")
+        return f"{first.content['name'] if first.content else ''}: {second['content']['text']}"
+
+    @mcp.tool
+    def everything(ctx: Context) -> str:
+        """Asks three things in one round."""
+        name, said, roots = ctx.ask(
+            ctx.elicitation("Name?", NAME, key="n"), ctx.sampling("Hi", max_tokens=5, key="s"), ctx.roots(key="r")
+        )
+        return f"{name.action} {said['content']['text']} {len(roots)}"
+
+    return app
+
+
+def _progress(notes: list[dict[str, Any]]) -> list[float]:
+    return [n["params"]["progress"] for n in notes if n["method"] == "notifications/progress"]
+
+
+def _logs(notes: list[dict[str, Any]]) -> list[str]:
+    return [n["params"]["level"] for n in notes if n["method"] == "notifications/message"]
+
+
+def test_progress_and_logs_precede_the_result_on_an_event_stream(app: Flask, make_client: Any) -> None:
+    client = make_client(app)
+    response = client.call_tool(
+        "steps", {}, meta={"progressToken": "p1", "io.modelcontextprotocol/logLevel": "info"}
+    )
+    assert response.http.mimetype == "text/event-stream"
+    assert response.http.headers["Cache-Control"] == "no-cache"
+    assert response.http.headers["X-Accel-Buffering"] == "no"
+    assert _progress(response.notifications) == [1, 2, 3]
+    assert {n["params"]["progressToken"] for n in response.notifications if "progressToken" in n["params"]} == {"p1"}
+    assert _logs(response.notifications) == ["info", "error"]
+    assert response.messages[-1]["result"]["content"][0]["text"] == "done"
+
+
+def test_a_2026_request_without_log_level_or_progress_token_gets_plain_json(app: Flask, make_client: Any) -> None:
+    response = make_client(app).call_tool("steps", {})
+    assert response.http.mimetype == "application/json"
+    assert response.notifications == []
+
+
+def test_legacy_logs_follow_the_session_level(app: Flask, make_client: Any) -> None:
+    client = make_client(app, "2025-11-25")
+    client.initialize()
+    assert _logs(client.call_tool("steps", {}).notifications) == ["info", "error"]  # default: info
+    assert client.request("logging/setLevel", {"level": "debug"}).result == {}
+    assert _logs(client.call_tool("steps", {}).notifications) == ["debug", "info", "error"]
+    client.request("logging/setLevel", {"level": "critical"})
+    assert client.call_tool("steps", {}).notifications == []
+
+
+def test_a_client_accepting_only_json_gets_the_result_without_notifications(app: Flask) -> None:
+    from flask_mcp.testing import MCPTestClient
+
+    client = MCPTestClient(app)
+    response = client.call_tool("steps", {}, meta={"progressToken": 7}, headers={"Accept": "application/json"})
+    assert response.http.mimetype == "application/json"
+    assert response.result["content"][0]["text"] == "done"
+
+
+def test_elicitation_round_trip_returns_input_required_then_the_result(app: Flask, make_client: Any) -> None:
+    client = make_client(app, capabilities={"elicitation": {}})
+    first = client.call_tool("greet", {"punctuation": "?"}).result
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"] == {
+        "who": {"method": "elicitation/create",
+                "params": {"mode": "form", "message": "What is your name?", "requestedSchema": NAME}}
+    }
+    assert "ttlMs" not in first and "cacheScope" not in first
+    second = client.request("tools/call", {
+        "name": "greet", "arguments": {"punctuation": "?"}, "requestState": first["requestState"],
+        "inputResponses": {"who": {"action": "accept", "content": {"name": "Ada"}}},
+    })
+    assert second.result["resultType"] == "complete"
+    assert second.result["content"][0]["text"] == "Hello, Ada?"
+
+
+def test_a_declined_elicitation_reaches_the_tool(app: Flask, make_client: Any) -> None:
+    client = make_client(app, capabilities={"elicitation": {}})
+    first = client.call_tool("greet", {}).result
+    done = client.request("tools/call", {
+        "name": "greet", "arguments": {}, "requestState": first["requestState"],
+        "inputResponses": {"who": {"action": "decline"}},
+    }).result
+    assert done["content"][0]["text"] == "No name given."
+
+
+def test_missing_or_malformed_answers_are_asked_again(app: Flask, make_client: Any) -> None:
+    client = make_client(app, capabilities={"elicitation": {}})
+    for responses in ({}, {"other": {"action": "accept"}}, {"who": {"action": "maybe"}}, {"who": "Ada"}):
+        again = client.request("tools/call", {"name": "greet", "arguments": {}, "inputResponses": responses}).result
+        assert again["resultType"] == "input_required"
+        assert list(again["inputRequests"]) == ["who"]
+
+
+def test_each_round_carries_earlier_answers_in_a_new_state(app: Flask, make_client: Any) -> None:
+    client = make_client(app, capabilities={"elicitation": {}, "sampling": {}})
+    r1 = client.call_tool("two_rounds", {}).result
+    assert list(r1["inputRequests"]) == ["first"]
+    r2 = client.request("tools/call", {
+        "name": "two_rounds", "arguments": {}, "requestState": r1["requestState"],
+        "inputResponses": {"first": {"action": "accept", "content": {"name": "Ada"}}},
+    }).result
+    assert list(r2["inputRequests"]) == ["second"]
+    assert r2["inputRequests"]["second"]["method"] == "sampling/createMessage"
+    assert r2["requestState"] != r1["requestState"]
+    r3 = client.request("tools/call", {
+        "name": "two_rounds", "arguments": {}, "requestState": r2["requestState"],
+        "inputResponses": {"second": {"role": "assistant", "content": {"type": "text", "text": "hi"},
+                                      "model": "m", "stopReason": "endTurn"}},
+    }).result
+    assert r3["content"][0]["text"] == "Ada: hi"
+
+
+def test_several_questions_can_be_asked_in_one_round(app: Flask, make_client: Any) -> None:
+    client = make_client(app, capabilities={"elicitation": {}, "sampling": {}, "roots": {}})
+    r1 = client.call_tool("everything", {}).result
+    assert sorted(r1["inputRequests"]) == ["n", "r", "s"]
+    assert r1["inputRequests"]["r"] == {"method": "roots/list"}
+    done = client.request("tools/call", {
+        "name": "everything", "arguments": {}, "requestState": r1["requestState"],
+        "inputResponses": {
+            "n": {"action": "cancel"},
+            "s": {"role": "assistant", "content": {"type": "text", "text": "yo"}, "model": "m"},
+            "r": {"roots": [{"uri": "file:///a"}, {"uri": "file:///b"}]},
+        },
+    }).result
+    assert done["content"][0]["text"] == "cancel yo 2"
+
+
+@pytest.mark.parametrize("change", ["tamper", "other_arguments", "garbage"])
+def test_a_tampered_or_misapplied_request_state_is_refused(app: Flask, make_client: Any, change: str) -> None:
+    client = make_client(app, capabilities={"elicitation": {}})
+    state = client.call_tool("greet", {"punctuation": "!"}).result["requestState"]
+    arguments = {"punctuation": "!"}
+    if change == "tamper":
+        state = ("A" if state[0] != "A" else "B") + state[1:]
+    elif change == "other_arguments":
+        arguments = {"punctuation": "?"}
+    else:
+        state = "not-a-state"
+    error = client.request("tools/call", {
+        "name": "greet", "arguments": arguments, "requestState": state,
+        "inputResponses": {"who": {"action": "accept", "content": {"name": "Eve"}}},
+    }).error
+    assert error["code"] == -32602
+    assert "requestState" in error["message"]
+
+
+def test_an_expired_request_state_is_refused(app: Flask, make_client: Any) -> None:
+    client = make_client(app, capabilities={"elicitation": {}})
+    state = client.call_tool("greet", {}).result["requestState"]
+    server = app.extensions["mcp"].server
+    real_clock = server.clock
+    server.clock = lambda: real_clock() + 3600
+    error = client.request("tools/call", {
+        "name": "greet", "arguments": {}, "requestState": state,
+        "inputResponses": {"who": {"action": "accept", "content": {"name": "Eve"}}},
+    }).error
+    assert error["code"] == -32602
+    assert "expired" in error["message"]
+
+
+def test_asking_without_the_capability_is_refused_with_32021(app: Flask, make_client: Any) -> None:
+    response = make_client(app, capabilities={"sampling": {}}).call_tool("greet", {})
+    assert response.status_code == 400
+    assert response.error["code"] == -32021
+    assert response.error["data"] == {"requiredCapabilities": {"elicitation": {}}}
+
+
+def test_url_only_elicitation_clients_are_not_sent_forms(app: Flask, make_client: Any) -> None:
+    response = make_client(app, capabilities={"elicitation": {"url": {}}}).call_tool("greet", {})
+    assert response.error["code"] == -32021
+
+
+def test_without_a_secret_key_asking_fails_with_a_clear_error(make_client: Any) -> None:
+    app = Flask(__name__)
+    mcp = MCP(app)
+
+    @mcp.tool
+    def ask(ctx: Context) -> str:
+        return ctx.elicit("Name?", NAME).action
+
+    error = make_client(app, capabilities={"elicitation": {}}).call_tool("ask", {}).error
+    assert error["code"] == -32603
+    assert "SECRET_KEY" in error["message"]
+
+
+def test_a_legacy_session_cannot_be_asked_yet_and_says_so(app: Flask, make_client: Any) -> None:
+    client = make_client(app, "2025-11-25", capabilities={"elicitation": {}})
+    client.initialize()
+    result = client.call_tool("greet", {}).result
+    assert result["isError"] is True
+    assert "2025-11-25" in result["content"][0]["text"]
+
+
+def test_a_broad_except_in_a_tool_does_not_swallow_the_question(make_client: Any) -> None:
+    app = Flask(__name__)
+    app.config["SECRET_KEY"] = "s"
+    mcp = MCP(app)
+
+    @mcp.tool
+    def careless(ctx: Context) -> str:
+        try:
+            return ctx.elicit("Name?", NAME).action
+        except Exception:
+            return "swallowed"
+
+    result = make_client(app, capabilities={"elicitation": {}}).call_tool("careless", {}).result
+    assert result["resultType"] == "input_required"
