@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,12 @@ NOTIFICATION_DEFINITIONS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema(version: str) -> dict[str, Any]:
     return json.loads((SPEC / version / "schema.json").read_text())  # type: ignore[no-any-return]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(version: str, definition: str) -> jsonschema.protocols.Validator:
     schema = _schema(version)
     where = "$defs" if "$defs" in schema else "definitions"

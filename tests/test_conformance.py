@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, SHARED
 
 RUN_SH = SHARED / "conformance" / "run.sh"
