@@ -34,7 +34,7 @@ from .headers import check_param_headers, check_standard_headers
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import LOG_LEVELS, SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
 from .mrtr import STATE_LIFETIME, InputRequired, binding, seal, unseal
-from .session import Session, SessionStore, new_session_id
+from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .versions import (
     DEFAULT_LEGACY_VERSION,
     LEGACY_VERSIONS,
@@ -136,7 +136,12 @@ class Server:
     ) -> Reply:
         """Answer one POST. ``headers`` maps lower-case names to values; ``emit``
         receives the notifications a request produces before its result."""
-        emit = emit or _discard
+        try:
+            return self._handle_post(headers, body, emit or _discard)
+        except StoreUnavailable as exc:
+            return _store_unavailable(exc)
+
+    def _handle_post(self, headers: Mapping[str, str], body: bytes, emit: Emit) -> Reply:
         try:
             payload = jsonrpc.parse_body(body)
         except MCPError as exc:
@@ -156,8 +161,11 @@ class Server:
         """A GET naming an unknown or ended session learns so (404); any other GET
         gets ``None`` here, and the HTTP layer answers that no stream is offered."""
         session_id = _header(headers, "mcp-session-id")
-        if session_id and self.sessions.get(session_id) is None:
-            return self._error_reply(None, SessionNotFound(), 404)
+        try:
+            if session_id and self.sessions.get(session_id) is None:
+                return self._error_reply(None, SessionNotFound(), 404)
+        except StoreUnavailable as exc:
+            return _store_unavailable(exc)
         return None
 
     def handle_delete(self, headers: Mapping[str, str]) -> Reply:
@@ -165,7 +173,11 @@ class Server:
         session_id = _header(headers, "mcp-session-id")
         if not session_id:
             return self._error_reply(None, SessionRequired(), 400)
-        if not self.sessions.delete(session_id):
+        try:
+            deleted = self.sessions.delete(session_id)
+        except StoreUnavailable as exc:
+            return _store_unavailable(exc)
+        if not deleted:
             return self._error_reply(None, SessionNotFound(), 404)
         return Reply(200)
 
@@ -521,6 +533,13 @@ class Server:
             "inputRequests": {r.key: r.to_wire() for r in needed.requests},
             "requestState": seal(state, self._key()),
         }
+
+
+def _store_unavailable(exc: StoreUnavailable) -> Reply:
+    """503: the session store is down; one log line, no traceback, retry later."""
+    logger.error("MCP session store unavailable: %s", exc)
+    error = InternalError("Session storage is temporarily unavailable; retry the request shortly.")
+    return Reply(503, jsonrpc.error_message(None, error), {"Retry-After": "1"})
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:

@@ -8,6 +8,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 
+class StoreUnavailable(Exception):
+    """The session store cannot be reached right now (a backend's fault type
+    derives from this). Transient: the request gets 503 and may be retried."""
+
+
 def new_session_id() -> str:
     """A cryptographically random id of visible ASCII only (0x21-0x7E)."""
     return secrets.token_urlsafe(32)
