@@ -13,7 +13,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_NAME": None,  # defaults to the Flask app's name
     "MCP_VERSION": None,  # defaults to "0.0.0"
     "MCP_INSTRUCTIONS": None,
-    "MCP_BACKEND": "memory://",
+    "MCP_BACKEND": "sqlite://",  # a file in the app's instance folder
     "MCP_SESSION_TIMEOUT": 3600,
     "MCP_MAX_CONTENT_LENGTH": 4 * 1024 * 1024,
     "MCP_PAGE_SIZE": 100,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from flask import Flask, current_app
 
-from .backends import MemorySessionStore
+from .backends import Backend, open_backend
 from .blueprint import create_blueprint
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
@@ -19,6 +20,8 @@ from .protocol.mrtr import state_key
 from .protocol.server import ProtocolOptions, Server, ServerInfo
 from .protocol.session import SessionStore
 from .tools import Tool, ToolRegistry
+
+logger = logging.getLogger("flask_mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
 InstructionsSource = str | Callable[..., "str | None"]
@@ -31,7 +34,11 @@ class MCPState:
     extension: MCP
     settings: Settings
     server: Server
-    sessions: SessionStore
+    backend: Backend
+
+    @property
+    def sessions(self) -> SessionStore:
+        return self.backend.sessions
 
 
 class MCP:
@@ -73,7 +80,7 @@ class MCP:
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
         settings = load_settings(app.config, self._overrides, app.name)
-        sessions = _session_store(settings)
+        backend = _open_backend(app, settings)
         info = ServerInfo(
             name=settings.name,
             version=settings.version,
@@ -86,7 +93,7 @@ class MCP:
         server = Server(
             info=info,
             tools=self._tools,
-            sessions=sessions,
+            sessions=backend.sessions,
             options=ProtocolOptions(
                 page_size=settings.page_size,
                 ttl_ms=settings.cache_ttl_ms,
@@ -95,7 +102,7 @@ class MCP:
             instructions=lambda request: self._instructions_for(request, static_instructions),
             state_key=_request_state_key,
         )
-        app.extensions["mcp"] = MCPState(self, settings, server, sessions)
+        app.extensions["mcp"] = MCPState(self, settings, server, backend)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
 
     # ------------------------------------------------------------------ tools
@@ -194,12 +201,30 @@ def _request_state_key() -> bytes:
     return state_key(secret)
 
 
-def _session_store(settings: Settings) -> SessionStore:
-    backend = settings.backend
-    if isinstance(backend, str):
-        if backend == "memory://":
-            return MemorySessionStore(timeout=settings.session_timeout)
-        raise ConfigError(f"MCP_BACKEND {backend!r} is not supported: use 'memory://' or a SessionStore object")
-    if all(hasattr(backend, m) for m in ("create", "get", "save", "delete")):
-        return backend  # type: ignore[no-any-return]
-    raise ConfigError(f"MCP_BACKEND must be a URI or a session store object (got {backend!r})")
+def _open_backend(app: Flask, settings: Settings) -> Backend:
+    """``MCP_BACKEND`` as a :class:`Backend`: a URI, an object, or a shorthand
+    for what the app already configured (``"flask-session"``, ``"flask-caching"``)."""
+    spec = settings.backend
+    if spec == "flask-session":
+        spec = app.config.get("SESSION_REDIS") or getattr(app.session_interface, "client", None)
+        if spec is None:
+            raise ConfigError("MCP_BACKEND 'flask-session' needs Flask-Session with SESSION_REDIS configured")
+    elif spec == "flask-caching":
+        caching = app.extensions.get("cache")
+        if not caching:
+            raise ConfigError("MCP_BACKEND 'flask-caching' needs Flask-Caching initialised before flask-mcp")
+        spec = next(iter(caching.values())) if isinstance(caching, dict) else caching
+        spec = getattr(spec, "cache", spec)
+    try:
+        backend = open_backend(spec, timeout=settings.session_timeout, instance_path=app.instance_path)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    description = backend.describe()
+    if description.startswith("memory") and not (app.debug or app.testing):
+        logger.warning(
+            "MCP_BACKEND is memory://: sessions live in this process only, so with several "
+            "gunicorn workers legacy clients will lose theirs. Use sqlite:// (one machine) "
+            "or redis:// (several)."
+        )
+    logger.info("flask-mcp sessions in %s", description)
+    return backend

@@ -4,6 +4,7 @@ and server info (design sections 1.2, 1.5, 6; spec digest 2.1, 2.2)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,9 +96,11 @@ def test_one_extension_serves_two_apps_with_their_own_config(make_client: MakeCl
     assert make_client(second).call_tool("app_name", {}).result["content"][0]["text"] == "second"
 
 
-def test_sessions_of_one_app_are_unknown_to_another(make_client: MakeClient) -> None:
+def test_sessions_of_one_app_are_unknown_to_another(make_client: MakeClient, tmp_path: Path) -> None:
     mcp = MCP()
     first, second = new_app("first"), new_app("second")
+    # Each app keeps its sessions in its own instance folder (the SQLite default).
+    first.instance_path, second.instance_path = str(tmp_path / "first"), str(tmp_path / "second")
     mcp.init_app(first)
     mcp.init_app(second)
     client = make_client(first, "2025-11-25")

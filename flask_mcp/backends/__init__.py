@@ -1,6 +1,24 @@
-"""Where MCP sessions live. Each backend implements the small interfaces of
-:mod:`flask_mcp.protocol.session`."""
+"""Where MCP sessions and cross-worker messages live, chosen by ``MCP_BACKEND``:
+``memory://``, ``sqlite://`` (the default), ``redis://``, or an object the app
+already has (a ``redis.Redis`` client, a cachelib cache, a custom store)."""
 
-from .memory import MemorySessionStore
+from .base import (
+    Backend,
+    BackendUnavailable,
+    BusNotSupported,
+    MessageBus,
+    Subscription,
+    open_backend,
+)
+from .memory import MemoryMessageBus, MemorySessionStore
 
-__all__ = ["MemorySessionStore"]
+__all__ = [
+    "Backend",
+    "BackendUnavailable",
+    "BusNotSupported",
+    "MemoryMessageBus",
+    "MemorySessionStore",
+    "MessageBus",
+    "Subscription",
+    "open_backend",
+]

@@ -1,14 +1,17 @@
-"""An in-process session store: one process (threads fine), nothing shared
-between gunicorn workers."""
+"""An in-process session store and message bus: one process (threads fine),
+nothing shared between gunicorn workers."""
 
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 
 from ..protocol.session import Session
+from .base import Message, Subscription
 
 
 class MemorySessionStore:
@@ -45,6 +48,10 @@ class MemorySessionStore:
             if session.id in self._records:
                 self._records[session.id] = copy.deepcopy(session.to_dict())
 
+    def touch(self, session_id: str) -> bool:
+        """Refresh the idle timer without reading; ``False`` if unknown or expired."""
+        return self.get(session_id) is not None
+
     def delete(self, session_id: str) -> bool:
         with self._lock:
             return self._records.pop(session_id, None) is not None
@@ -56,3 +63,73 @@ class MemorySessionStore:
         expired = [k for k, r in self._records.items() if now - float(r["last_seen"]) > self.timeout]  # type: ignore[arg-type]
         for key in expired:
             del self._records[key]
+
+
+class MemorySubscription(Subscription):
+    """A queue the bus appends to; a condition variable wakes the reader."""
+
+    #: Oldest messages are dropped past this many unread ones, so a stalled
+    #: reader cannot grow memory without bound.
+    MAX_PENDING = 10_000
+
+    def __init__(self, bus: MemoryMessageBus, channels: Sequence[str]) -> None:
+        self._bus = bus
+        self.channels = tuple(dict.fromkeys(channels))
+        self._pending: deque[tuple[str, Message]] = deque(maxlen=self.MAX_PENDING)
+        self._ready = threading.Condition()
+        self._closed = False
+
+    def deliver(self, channel: str, message: Message) -> None:
+        with self._ready:
+            self._pending.append((channel, message))
+            self._ready.notify()
+
+    def get(self, timeout: float) -> tuple[str, Message] | None:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._ready:
+            while not self._pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closed:
+                    return None
+                self._ready.wait(remaining)
+            return self._pending.popleft()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._bus.unsubscribe(self)
+            with self._ready:
+                self._ready.notify_all()
+
+
+class MemoryMessageBus:
+    """Publish/subscribe between the threads of one process."""
+
+    def __init__(self) -> None:
+        self._subscribers: dict[str, set[MemorySubscription]] = {}
+        self._lock = threading.Lock()
+
+    def publish(self, channel: str, message: Message) -> None:
+        # A JSON round trip: the same rules (and the same isolation from the
+        # publisher's later changes) as backends that cross processes.
+        payload = json.dumps(message)
+        with self._lock:
+            subscribers = list(self._subscribers.get(channel, ()))
+        for subscription in subscribers:
+            subscription.deliver(channel, json.loads(payload))
+
+    def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
+        subscription = MemorySubscription(self, channels)
+        with self._lock:
+            for channel in subscription.channels:
+                self._subscribers.setdefault(channel, set()).add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: MemorySubscription) -> None:
+        with self._lock:
+            for channel in subscription.channels:
+                subscribers = self._subscribers.get(channel)
+                if subscribers is not None:
+                    subscribers.discard(subscription)
+                    if not subscribers:
+                        del self._subscribers[channel]

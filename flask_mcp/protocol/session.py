@@ -54,5 +54,8 @@ class SessionStore(Protocol):
     def save(self, session: Session) -> None:
         """Write back a changed session (log level, initialized flag, app data)."""
 
+    def touch(self, session_id: str) -> bool:
+        """Refresh the idle timer without reading; ``False`` if unknown or expired."""
+
     def delete(self, session_id: str) -> bool:
         """End a session; ``False`` when there was none."""

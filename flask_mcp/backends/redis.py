@@ -1,0 +1,229 @@
+"""Sessions and messages in Redis: many workers on many machines. Sessions
+are JSON strings whose server-side TTL is the idle timer; the bus is Redis
+PUBLISH/SUBSCRIBE. Needs the ``redis`` package (``pip install flask-mcp[redis]``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.client import PubSub
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("MCP_BACKEND 'redis://...' needs the redis package: pip install flask-mcp[redis]") from exc
+
+from ..protocol.session import Session
+from .base import DEFAULT_IO_TIMEOUT, Backend, BackendUnavailable, Message, Subscription, redact_url
+
+DEFAULT_KEY_PREFIX = "flask-mcp:session:"
+#: Pub/sub channels ignore the database number, so they get their own prefix.
+DEFAULT_CHANNEL_PREFIX = "flask-mcp:bus:"
+
+#: Faults that mean "Redis is not reachable right now" rather than a bug.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,  # a replica during fail-over
+    redis.exceptions.InvalidResponse,  # something that is not Redis answered
+)
+
+
+@contextmanager
+def _unavailable(what: str) -> Iterator[None]:
+    try:
+        yield
+    except UNAVAILABLE as exc:
+        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
+
+
+def _text(value: bytes | str) -> str:
+    """Clients built with and without ``decode_responses`` both work."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _describe_client(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        where = f"unix://{kwargs['path']}"
+    else:
+        where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    return f"redis {where} db {kwargs.get('db', 0)}"
+
+
+class RedisSessionStore:
+    """One key per session, ``SET ... PX timeout``; a read refreshes the TTL
+    in the same transaction."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        timeout: float = 3600.0,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.timeout = timeout
+        self.key_prefix = key_prefix
+        self.clock = clock
+        self._ttl_ms = max(1, round(timeout * 1000))
+        self._where = _describe_client(client)
+
+    def create(self, session: Session) -> None:
+        session.created_at = session.last_seen = self.clock()
+        with _unavailable(self._where):
+            self.client.set(self._key(session.id), json.dumps(session.to_dict()), px=self._ttl_ms)
+
+    def get(self, session_id: str) -> Session | None:
+        key = self._key(session_id)
+        with _unavailable(self._where):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.get(key)
+            pipe.pexpire(key, self._ttl_ms)
+            raw, _ = pipe.execute()
+        if raw is None:
+            return None
+        session = Session.from_dict(json.loads(raw))
+        session.last_seen = self.clock()
+        return session
+
+    def touch(self, session_id: str) -> bool:
+        """Refresh the idle timer without reading; ``False`` if unknown or expired."""
+        with _unavailable(self._where):
+            return bool(self.client.pexpire(self._key(session_id), self._ttl_ms))
+
+    def save(self, session: Session) -> None:
+        """Replace the record, keeping its TTL; an expired or deleted session stays gone."""
+        with _unavailable(self._where):
+            self.client.set(self._key(session.id), json.dumps(session.to_dict()), xx=True, keepttl=True)
+
+    def delete(self, session_id: str) -> bool:
+        with _unavailable(self._where):
+            return bool(self.client.delete(self._key(session_id)))
+
+    def _key(self, session_id: str) -> str:
+        return self.key_prefix + session_id
+
+
+class RedisSubscription(Subscription):
+    """A dedicated pub/sub connection; ``get`` waits on its socket, bounded."""
+
+    def __init__(self, bus: RedisMessageBus, channels: Sequence[str]) -> None:
+        self._bus = bus
+        self._pending: deque[tuple[str, Message]] = deque()
+        self._pubsub: PubSub | None = bus.client.pubsub()  # type: ignore[no-untyped-call]
+        names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
+        if not names:
+            return
+        try:
+            with _unavailable(bus.where):
+                self._pubsub.subscribe(*names)
+                self._await_confirmations(set(names), deadline=time.monotonic() + bus.io_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def get(self, timeout: float) -> tuple[str, Message] | None:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self._pending and self._pubsub is not None and self._pubsub.subscribed:
+            remaining = deadline - time.monotonic()
+            with _unavailable(self._bus.where):
+                self._read(max(remaining, 0.0))
+            if remaining <= 0:
+                break
+        return self._pending.popleft() if self._pending else None
+
+    def close(self) -> None:
+        if self._pubsub is not None:
+            pubsub, self._pubsub = self._pubsub, None
+            pubsub.close()
+
+    def _await_confirmations(self, names: set[str], deadline: float) -> None:
+        """Return once Redis has registered every channel, so nothing
+        published after :meth:`RedisMessageBus.subscribe` returns is missed."""
+        while names:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BackendUnavailable(f"Redis ({self._bus.where}) did not confirm SUBSCRIBE in time")
+            message = self._read(remaining)
+            if message is not None and message["type"] == "subscribe":
+                names.discard(_text(message["channel"]))
+
+    def _read(self, timeout: float) -> dict[str, Any] | None:
+        """One raw pub/sub message (data messages are queued as they come)."""
+        assert self._pubsub is not None
+        message = cast(dict[str, Any] | None, self._pubsub.get_message(timeout=timeout))
+        if message is not None and message["type"] == "message":
+            channel = _text(message["channel"])[len(self._bus.channel_prefix) :]
+            self._pending.append((channel, json.loads(message["data"])))
+        return message
+
+
+class RedisMessageBus:
+    """PUBLISH/SUBSCRIBE on prefixed channels (pub/sub ignores the database
+    number, so the prefix is what keeps two apps on one server apart)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        channel_prefix: str = DEFAULT_CHANNEL_PREFIX,
+        io_timeout: float = DEFAULT_IO_TIMEOUT,
+    ) -> None:
+        self.client = client
+        self.channel_prefix = channel_prefix
+        self.io_timeout = io_timeout
+        self.where = _describe_client(client)
+
+    def publish(self, channel: str, message: Message) -> None:
+        payload = json.dumps(message)
+        with _unavailable(self.where):
+            self.client.publish(self.channel_prefix + channel, payload)
+
+    def subscribe(self, channels: Sequence[str]) -> RedisSubscription:
+        return RedisSubscription(self, channels)
+
+
+def client_from_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redis.Redis:
+    """A client whose every call is bounded: socket timeouts of ``io_timeout``
+    and one immediate retry (for a connection Redis dropped), no backoff."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=io_timeout,
+        socket_connect_timeout=io_timeout,
+        retry=Retry(NoBackoff(), 1),
+        health_check_interval=30,
+    )
+
+
+def backend_from_client(client: redis.Redis, *, timeout: float, io_timeout: float, owned: bool) -> Backend:
+    """A :class:`Backend` over ``client``; closed by ``Backend.close`` only if ``owned``."""
+
+    def check() -> None:
+        with _unavailable(_describe_client(client)):
+            client.ping()
+
+    backend = Backend(
+        sessions=RedisSessionStore(client, timeout=timeout),
+        bus=RedisMessageBus(client, io_timeout=io_timeout),
+        description=_describe_client(client),
+        check=check,
+    )
+    return dataclasses.replace(backend, close=client.close) if owned else backend
+
+
+def backend_from_url(url: str, *, timeout: float, io_timeout: float) -> Backend:
+    try:
+        client = client_from_url(url, io_timeout=io_timeout)
+    except ValueError as exc:
+        raise ValueError(f"MCP_BACKEND {redact_url(url)!r} is not a valid Redis URL: {exc}") from exc
+    backend = backend_from_client(client, timeout=timeout, io_timeout=io_timeout, owned=True)
+    return dataclasses.replace(backend, description=redact_url(url))

@@ -1,0 +1,282 @@
+"""Sessions and messages in one SQLite file: shared by every gunicorn worker
+of a machine with no service to run. WAL mode lets readers and the single
+writer proceed together; every call opens its own short-lived connection
+(safe across threads and ``fork``) with a bounded busy timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..protocol.session import Session
+from .base import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message, Subscription
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS mcp_sessions (
+    id TEXT PRIMARY KEY,
+    record TEXT NOT NULL,
+    last_seen REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mcp_sessions_last_seen ON mcp_sessions (last_seen);
+CREATE TABLE IF NOT EXISTS mcp_messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mcp_messages_channel ON mcp_messages (channel, id);
+CREATE INDEX IF NOT EXISTS mcp_messages_created ON mcp_messages (created);
+"""
+
+
+class SqliteDatabase:
+    """One SQLite file: creates its folder and tables on first use (and again
+    after a failure, so a fixed permission or a freed lock recovers), and
+    turns every SQLite/OS fault into :class:`BackendUnavailable`."""
+
+    def __init__(self, path: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
+        self.path = os.path.abspath(path)
+        self.io_timeout = io_timeout
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    def open(self) -> sqlite3.Connection:
+        """A new autocommit connection; the caller closes it."""
+        try:
+            if not self._ready:
+                self._prepare()
+            return self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one call, closed afterwards; faults become :class:`BackendUnavailable`."""
+        connection = self.open()
+        try:
+            yield connection
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
+        finally:
+            connection.close()
+
+    def check(self) -> None:
+        """Raise :class:`BackendUnavailable` unless the file can be opened and written."""
+        with self.connection() as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("ROLLBACK")
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path, timeout=self.io_timeout, isolation_level=None, check_same_thread=False)
+        try:
+            # NORMAL is durable against a process crash in WAL mode (only a
+            # power loss can drop the last transactions).
+            connection.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _prepare(self) -> None:
+        with self._ready_lock:
+            if self._ready:
+                return
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            connection = self._connect()
+            try:
+                mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+                if mode is None or str(mode[0]).lower() != "wal":
+                    raise sqlite3.OperationalError(f"cannot switch to WAL mode (got {mode!r})")
+                connection.executescript(SCHEMA)
+            finally:
+                connection.close()
+            self._ready = True
+
+
+def _database(where: str | SqliteDatabase, io_timeout: float) -> SqliteDatabase:
+    return where if isinstance(where, SqliteDatabase) else SqliteDatabase(where, io_timeout=io_timeout)
+
+
+class SqliteSessionStore:
+    """Sessions as JSON rows; the ``last_seen`` column is the idle timer,
+    refreshed by the same statement that reads the row."""
+
+    def __init__(
+        self,
+        database: str | SqliteDatabase,
+        *,
+        timeout: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+        io_timeout: float = DEFAULT_IO_TIMEOUT,
+        prune_interval: float = 60.0,
+    ) -> None:
+        self.database = _database(database, io_timeout)
+        self.timeout = timeout
+        self.clock = clock
+        self.prune_interval = prune_interval
+        self._last_prune: float | None = None
+
+    def create(self, session: Session) -> None:
+        now = self.clock()
+        session.created_at = session.last_seen = now
+        with self.database.connection() as connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO mcp_sessions (id, record, last_seen) VALUES (?, ?, ?)",
+                (session.id, json.dumps(session.to_dict()), now),
+            )
+            self._maybe_prune(connection, now)
+
+    def get(self, session_id: str) -> Session | None:
+        now = self.clock()
+        with self.database.connection() as connection:
+            rows = connection.execute(
+                "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen >= ? RETURNING record",
+                (now, session_id, now - self.timeout),
+            ).fetchall()  # all rows: the statement must finish for the write to commit
+            if not rows:
+                self._forget_expired(connection, session_id, now)
+                return None
+        session = Session.from_dict(json.loads(rows[0][0]))
+        session.last_seen = now
+        return session
+
+    def touch(self, session_id: str) -> bool:
+        """Refresh the idle timer without reading; ``False`` if unknown or expired."""
+        now = self.clock()
+        with self.database.connection() as connection:
+            cursor = connection.execute(
+                "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen >= ?",
+                (now, session_id, now - self.timeout),
+            )
+            if cursor.rowcount > 0:
+                return True
+            self._forget_expired(connection, session_id, now)
+            return False
+
+    def save(self, session: Session) -> None:
+        """Replace the record in one statement; an expired or deleted session stays gone."""
+        now = self.clock()
+        with self.database.connection() as connection:
+            connection.execute(
+                "UPDATE mcp_sessions SET record = ? WHERE id = ? AND last_seen >= ?",
+                (json.dumps(session.to_dict()), session.id, now - self.timeout),
+            )
+
+    def delete(self, session_id: str) -> bool:
+        with self.database.connection() as connection:
+            return connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+    def __len__(self) -> int:
+        """Live sessions (for tests and diagnostics)."""
+        with self.database.connection() as connection:
+            row = connection.execute(
+                "SELECT COUNT(*) FROM mcp_sessions WHERE last_seen >= ?", (self.clock() - self.timeout,)
+            ).fetchone()
+        return int(row[0])
+
+    def _forget_expired(self, connection: sqlite3.Connection, session_id: str, now: float) -> None:
+        """An expired session, once reported gone, stays gone (whatever the clock says later)."""
+        connection.execute("DELETE FROM mcp_sessions WHERE id = ? AND last_seen < ?", (session_id, now - self.timeout))
+
+    def _maybe_prune(self, connection: sqlite3.Connection, now: float) -> None:
+        """Delete expired rows, at most once per ``prune_interval`` per process."""
+        if self._last_prune is not None and now - self._last_prune < self.prune_interval:
+            return
+        self._last_prune = now
+        connection.execute("DELETE FROM mcp_sessions WHERE last_seen < ?", (now - self.timeout,))
+
+
+class SqliteSubscription(Subscription):
+    """Polls for rows newer than the last one seen; one connection for its life."""
+
+    def __init__(self, bus: SqliteMessageBus, channels: Sequence[str]) -> None:
+        self._bus = bus
+        self.channels = tuple(dict.fromkeys(channels))
+        self._pending: deque[tuple[str, Message]] = deque()
+        self._connection: sqlite3.Connection | None = None
+        self._closed = False
+        self._query = (
+            "SELECT id, channel, payload FROM mcp_messages WHERE id > ? AND channel IN "
+            f"({', '.join('?' * len(self.channels))}) ORDER BY id LIMIT 100"
+        )
+        row = self._execute("SELECT COALESCE(MAX(id), 0) FROM mcp_messages", ())
+        self._last_id = int(row[0][0])
+
+    def get(self, timeout: float) -> tuple[str, Message] | None:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self._pending and not self._closed:
+            if self.channels:
+                self._fetch()
+            if self._pending:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(self._bus.poll_interval, remaining))
+        return self._pending.popleft() if self._pending else None
+
+    def close(self) -> None:
+        self._closed = True
+        self._disconnect()
+
+    def _fetch(self) -> None:
+        for row_id, channel, payload in self._execute(self._query, (self._last_id, *self.channels)):
+            self._last_id = int(row_id)
+            self._pending.append((str(channel), json.loads(payload)))
+
+    def _execute(self, query: str, parameters: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        """Run one query to completion (so no read transaction stays open);
+        after a fault the connection is dropped and the next call reconnects."""
+        try:
+            if self._connection is None:
+                self._connection = self._bus.database.open()
+            return self._connection.execute(query, parameters).fetchall()
+        except sqlite3.Error as exc:
+            self._disconnect()
+            raise BackendUnavailable(f"SQLite file {self._bus.database.path} is unavailable: {exc}") from exc
+
+    def _disconnect(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+class SqliteMessageBus:
+    """A message table every process of the machine can append to and poll.
+    Rows older than ``retention`` seconds are pruned by publishers."""
+
+    def __init__(
+        self,
+        database: str | SqliteDatabase,
+        *,
+        io_timeout: float = DEFAULT_IO_TIMEOUT,
+        poll_interval: float = 0.02,
+        retention: float = 60.0,
+        prune_interval: float = 5.0,
+    ) -> None:
+        self.database = _database(database, io_timeout)
+        self.poll_interval = poll_interval
+        self.retention = retention
+        self.prune_interval = prune_interval
+        self._last_prune: float | None = None
+
+    def publish(self, channel: str, message: Message) -> None:
+        payload = json.dumps(message)
+        now = time.time()
+        with self.database.connection() as connection:
+            connection.execute(
+                "INSERT INTO mcp_messages (channel, payload, created) VALUES (?, ?, ?)", (channel, payload, now)
+            )
+            if self._last_prune is None or now - self._last_prune >= self.prune_interval:
+                self._last_prune = now
+                connection.execute("DELETE FROM mcp_messages WHERE created < ?", (now - self.retention,))
+
+    def subscribe(self, channels: Sequence[str]) -> SqliteSubscription:
+        return SqliteSubscription(self, channels)

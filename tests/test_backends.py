@@ -1,0 +1,895 @@
+"""One contract for every session backend (memory, SQLite, Redis, cachelib)
+and every message bus, plus URI parsing and fault handling. Everything is
+real: SQLite files, the Redis server on 127.0.0.1:6379, child processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from cachelib import FileSystemCache, SimpleCache
+
+from flask_mcp.backends.base import (
+    Backend,
+    BackendUnavailable,
+    BusNotSupported,
+    MessageBus,
+    open_backend,
+)
+from flask_mcp.backends.cachelib import CachelibSessionStore
+from flask_mcp.backends.memory import MemoryMessageBus, MemorySessionStore
+from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url
+from flask_mcp.backends.sqlite import SqliteDatabase, SqliteMessageBus, SqliteSessionStore
+from flask_mcp.protocol.session import Session
+
+REDIS_URL = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+TIMEOUT = 60.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class FakeClock:
+    """A clock the test moves; it starts at the real time so that a child
+    process (on the real clock) agrees with it for the idle timeout."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Case:
+    """One backend under test."""
+
+    name: str
+    backend: Backend
+    #: ``None`` when expiry is the server's business (Redis TTLs).
+    clock: FakeClock | None
+    #: Python code that binds ``backend`` to the same backend in a child
+    #: process, or ``None`` when the backend lives in this process only.
+    child_setup: str | None = None
+    redis_client: redis.Redis | None = None
+    prefix: str = ""
+
+    @property
+    def clock_(self) -> FakeClock:
+        assert self.clock is not None
+        return self.clock
+
+    @property
+    def bus(self) -> MessageBus:
+        assert self.backend.bus is not None
+        return self.backend.bus
+
+
+def _redis_or_skip() -> redis.Redis:
+    """The real server; unreachable is a skip on a laptop and a failure in CI."""
+    client = client_from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        client.close()
+        reason = f"Redis at {REDIS_URL} is unreachable ({exc}); start redis-server or set MCP_TEST_REDIS_URL"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return client
+
+
+def _redis_setup(prefix: str) -> str:
+    return (
+        "from flask_mcp.backends.base import Backend\n"
+        "from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url\n"
+        f"client = client_from_url({REDIS_URL!r})\n"
+        f"backend = Backend(sessions=RedisSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
+        f" bus=RedisMessageBus(client, channel_prefix={prefix + 'bus:'!r}), close=client.close)\n"
+    )
+
+
+ALL = ["memory", "sqlite", "redis", "cachelib-simple", "cachelib-filesystem"]
+#: Where a test clock decides expiry (Redis TTLs run on the server's clock).
+WITH_CLOCK = [name for name in ALL if name != "redis"]
+WITH_BUS = ["memory", "sqlite", "redis"]
+#: Shared between processes (a child process can reach the same sessions).
+SHARED = ["sqlite", "redis", "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", "redis"]
+
+
+def cases(names: list[str]) -> pytest.MarkDecorator:
+    return pytest.mark.parametrize("case", names, indirect=True)
+
+
+@pytest.fixture(params=ALL)
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    name: str = request.param
+    clock = FakeClock()
+    if name == "memory":
+        yield Case(name, Backend(MemorySessionStore(TIMEOUT, clock=clock), MemoryMessageBus()), clock)
+    elif name == "sqlite":
+        database = SqliteDatabase(str(tmp_path / "mcp.sqlite3"))
+        backend = Backend(SqliteSessionStore(database, timeout=TIMEOUT, clock=clock), SqliteMessageBus(database))
+        setup = (
+            "from flask_mcp.backends.base import open_backend\n"
+            f"backend = open_backend({'sqlite:///' + database.path!r}, timeout={TIMEOUT}, instance_path='.')\n"
+        )
+        yield Case(name, backend, clock, setup)
+    elif name == "redis":
+        client = _redis_or_skip()
+        prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
+        backend = Backend(
+            RedisSessionStore(client, timeout=TIMEOUT, key_prefix=prefix + "session:"),
+            RedisMessageBus(client, channel_prefix=prefix + "bus:"),
+        )
+        try:
+            yield Case(name, backend, None, _redis_setup(prefix), client, prefix)
+        finally:
+            keys = list(client.scan_iter(match=prefix + "*"))
+            if keys:
+                client.delete(*keys)
+            client.close()
+    elif name == "cachelib-simple":
+        store = CachelibSessionStore(SimpleCache(), timeout=TIMEOUT, clock=clock)
+        yield Case(name, Backend(store), clock)
+    else:
+        directory = str(tmp_path / "cache")
+        store = CachelibSessionStore(FileSystemCache(directory), timeout=TIMEOUT, clock=clock)
+        setup = (
+            "from cachelib import FileSystemCache\n"
+            "from flask_mcp.backends.base import open_backend\n"
+            f"backend = open_backend(FileSystemCache({directory!r}), timeout={TIMEOUT}, instance_path='.')\n"
+        )
+        yield Case(name, Backend(store), clock, setup)
+
+
+def full_session(session_id: str | None = None) -> Session:
+    """A session with every field away from its default."""
+    return Session(
+        id=session_id or uuid.uuid4().hex,
+        protocol_version="2025-06-18",
+        client_info={"name": "inspector", "version": "1.2.3", "nested": {"ünïcode": [1, 2.5, None, True]}},
+        client_capabilities={"roots": {"listChanged": True}, "sampling": {}},
+        log_level="debug",
+        principal="alice",
+        initialized=True,
+        data={"cursor": "abc", "numbers": [1, 2, 3]},
+    )
+
+
+def run_child(case: Case, code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter after the case's set-up code."""
+    assert case.child_setup is not None
+    return subprocess.run(
+        [sys.executable, "-c", case.child_setup + code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+# ------------------------------------------------------------------ sessions
+
+
+def test_a_created_session_reads_back_with_every_field(case: Case) -> None:
+    session = full_session()
+    before = time.time()
+    case.backend.sessions.create(session)
+
+    got = case.backend.sessions.get(session.id)
+
+    assert got is not None
+    expected = session.to_dict()
+    actual = got.to_dict()
+    assert actual.pop("last_seen") >= expected.pop("last_seen")
+    assert actual == expected
+    if case.clock is not None:
+        assert got.created_at == case.clock.now
+    else:
+        assert before <= got.created_at <= time.time()
+
+
+def test_get_returns_a_copy_so_changes_count_only_once_saved(case: Case) -> None:
+    session = full_session()
+    case.backend.sessions.create(session)
+
+    got = case.backend.sessions.get(session.id)
+    assert got is not None
+    got.log_level = "error"
+    got.data["cursor"] = "changed"
+    got.client_info["name"] = "changed"
+
+    again = case.backend.sessions.get(session.id)
+    assert again is not None
+    assert again.log_level == "debug"
+    assert again.data["cursor"] == "abc"
+    assert again.client_info["name"] == "inspector"
+
+
+def test_save_persists_changes(case: Case) -> None:
+    session = Session(id=uuid.uuid4().hex, protocol_version="2025-11-25")
+    case.backend.sessions.create(session)
+
+    got = case.backend.sessions.get(session.id)
+    assert got is not None
+    got.initialized = True
+    got.log_level = "warning"
+    got.data["k"] = {"v": 1}
+    case.backend.sessions.save(got)
+
+    again = case.backend.sessions.get(session.id)
+    assert again is not None
+    assert (again.initialized, again.log_level, again.data) == (True, "warning", {"k": {"v": 1}})
+
+
+def test_delete_reports_whether_there_was_a_session(case: Case) -> None:
+    session = full_session()
+    case.backend.sessions.create(session)
+
+    assert case.backend.sessions.delete(session.id) is True
+    assert case.backend.sessions.delete(session.id) is False
+    assert case.backend.sessions.get(session.id) is None
+
+
+def test_saving_a_deleted_session_does_not_bring_it_back(case: Case) -> None:
+    session = full_session()
+    case.backend.sessions.create(session)
+    case.backend.sessions.delete(session.id)
+
+    case.backend.sessions.save(session)
+
+    assert case.backend.sessions.get(session.id) is None
+
+
+def test_an_unknown_session_id_reads_as_none(case: Case) -> None:
+    assert case.backend.sessions.get("no-such-session") is None
+    assert case.backend.sessions.get("") is None
+
+
+def test_touch_refreshes_a_live_session_and_reports_unknown_ones(case: Case) -> None:
+    session = full_session()
+    case.backend.sessions.create(session)
+    touch = case.backend.sessions.touch  # type: ignore[attr-defined]
+
+    assert touch(session.id) is True
+    assert touch("no-such-session") is False
+
+
+@cases(WITH_CLOCK)
+def test_a_session_idle_past_the_timeout_expires(case: Case) -> None:
+    clock = case.clock_
+    session = full_session()
+    case.backend.sessions.create(session)
+
+    clock.advance(TIMEOUT - 1)
+    assert case.backend.sessions.get(session.id) is not None  # refreshes the idle timer
+    clock.advance(TIMEOUT - 1)
+    assert case.backend.sessions.get(session.id) is not None
+    clock.advance(TIMEOUT + 1)
+    assert case.backend.sessions.get(session.id) is None
+    # Gone for good, even once the clock no longer says so.
+    clock.advance(-(TIMEOUT + 1))
+    assert case.backend.sessions.get(session.id) is None
+
+
+@cases(WITH_CLOCK)
+def test_saving_an_expired_session_does_not_bring_it_back(case: Case) -> None:
+    clock = case.clock_
+    session = full_session()
+    case.backend.sessions.create(session)
+    clock.advance(TIMEOUT + 1)
+
+    case.backend.sessions.save(session)
+
+    assert case.backend.sessions.get(session.id) is None
+
+
+@cases(WITH_CLOCK)
+def test_touch_keeps_a_session_alive(case: Case) -> None:
+    clock = case.clock_
+    session = full_session()
+    case.backend.sessions.create(session)
+    touch = case.backend.sessions.touch  # type: ignore[attr-defined]
+
+    clock.advance(TIMEOUT - 1)
+    assert touch(session.id) is True
+    clock.advance(TIMEOUT - 1)
+    assert case.backend.sessions.get(session.id) is not None
+    clock.advance(TIMEOUT + 1)
+    assert touch(session.id) is False
+
+
+@cases(SHARED)
+def test_a_session_created_by_a_process_that_then_crashes_is_still_there(case: Case) -> None:
+    session = full_session()
+    code = (
+        "import os, signal\n"
+        "from flask_mcp.protocol.session import Session\n"
+        f"backend.sessions.create(Session.from_dict({session.to_dict()!r}))\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+
+    child = run_child(case, code)
+
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    got = case.backend.sessions.get(session.id)
+    assert got is not None
+    assert (got.principal, got.client_info, got.data) == (session.principal, session.client_info, session.data)
+
+
+@cases(SHARED)
+def test_a_change_saved_here_is_seen_by_another_process(case: Case) -> None:
+    session = full_session()
+    case.backend.sessions.create(session)
+    session.log_level = "critical"
+    case.backend.sessions.save(session)
+    code = (
+        "import json\n"
+        f"got = backend.sessions.get({session.id!r})\n"
+        "print(json.dumps(got.to_dict()))\n"
+        "backend.close()\n"
+    )
+
+    child = run_child(case, code)
+
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout)["log_level"] == "critical"
+
+
+@cases(SHARED)
+def test_workers_in_several_processes_share_sessions_without_errors(case: Case) -> None:
+    code = (
+        "import sys\n"
+        "from flask_mcp.protocol.session import Session\n"
+        "for n in range(60):\n"
+        "    session = Session(id=f'{sys.argv[1]}-{n}', protocol_version='2025-06-18')\n"
+        "    backend.sessions.create(session)\n"
+        "    got = backend.sessions.get(session.id)\n"
+        "    got.data['n'] = n\n"
+        "    backend.sessions.save(got)\n"
+        "backend.close()\n"
+    )
+    assert case.child_setup is not None
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", case.child_setup + code, f"w{i}"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(4)
+    ]
+    for worker in workers:
+        _, stderr = worker.communicate(timeout=60)
+        assert worker.returncode == 0, stderr.decode()
+
+    for i in range(4):
+        for n in (0, 59):
+            got = case.backend.sessions.get(f"w{i}-{n}")
+            assert got is not None
+            assert got.data == {"n": n}
+
+
+# ------------------------------------------------------------------ message bus
+
+
+@cases(WITH_BUS)
+def test_a_published_message_reaches_subscribers_of_its_channel_only(case: Case) -> None:
+    bus = case.bus
+    with bus.subscribe(["a", "b"]) as subscription:
+        bus.publish("elsewhere", {"n": 0})
+        bus.publish("b", {"n": 1, "nested": {"list": [1, "x", None]}})
+        bus.publish("a", {"n": 2})
+
+        assert subscription.get(5) == ("b", {"n": 1, "nested": {"list": [1, "x", None]}})
+        assert subscription.get(5) == ("a", {"n": 2})
+        assert subscription.get(0.05) is None
+
+
+@cases(WITH_BUS)
+def test_every_subscriber_of_a_channel_gets_the_message(case: Case) -> None:
+    bus = case.bus
+    with bus.subscribe(["c"]) as first, bus.subscribe(["c"]) as second:
+        bus.publish("c", {"hello": "all"})
+
+        assert first.get(5) == ("c", {"hello": "all"})
+        assert second.get(5) == ("c", {"hello": "all"})
+
+
+@cases(WITH_BUS)
+def test_messages_published_before_subscribing_are_not_delivered(case: Case) -> None:
+    bus = case.bus
+    bus.publish("early", {"n": 1})
+    with bus.subscribe(["early"]) as subscription:
+        assert subscription.get(0.1) is None
+
+
+@cases(WITH_BUS)
+def test_a_subscription_waits_no_longer_than_its_timeout(case: Case) -> None:
+    bus = case.bus
+    with bus.subscribe(["quiet"]) as subscription:
+        started = time.monotonic()
+        assert subscription.get(0.2) is None
+        assert 0.15 <= time.monotonic() - started < 2
+        started = time.monotonic()
+        assert subscription.get(0) is None
+        assert time.monotonic() - started < 1
+
+
+@cases(WITH_BUS)
+def test_a_waiting_subscriber_wakes_when_another_thread_publishes(case: Case) -> None:
+    bus = case.bus
+    with bus.subscribe(["wake"]) as subscription:
+        publisher = threading.Thread(target=bus.publish, args=("wake", {"from": "thread"}))
+        started = time.monotonic()
+        publisher.start()
+        try:
+            assert subscription.get(10) == ("wake", {"from": "thread"})
+        finally:
+            publisher.join(10)
+        assert time.monotonic() - started < 5
+
+
+@cases(SHARED_BUS)
+def test_a_message_published_by_another_process_is_received(case: Case) -> None:
+    with case.bus.subscribe(["cross"]) as subscription:
+        child = run_child(case, "backend.bus.publish('cross', {'from': 'child'})\nbackend.close()\n")
+        assert child.returncode == 0, child.stderr
+
+        assert subscription.get(5) == ("cross", {"from": "child"})
+
+
+def test_a_backend_without_a_bus_says_so_and_refuses_bus_features(case: Case) -> None:
+    if case.backend.bus is not None:
+        assert case.backend.supports_bus
+        assert case.backend.require_bus("subscriptions/listen") is case.backend.bus
+        return
+    assert not case.backend.supports_bus
+    with pytest.raises(BusNotSupported, match="subscriptions/listen needs a message bus"):
+        case.backend.require_bus("subscriptions/listen")
+
+
+# ------------------------------------------------------------------ backend specifics
+
+
+def test_sqlite_prunes_expired_sessions_when_creating(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"), timeout=TIMEOUT, clock=clock, prune_interval=10)
+    store.create(full_session())
+    clock.advance(TIMEOUT + 1)
+    store.create(full_session())
+
+    with sqlite3.connect(store.database.path) as connection:
+        count = connection.execute("SELECT COUNT(*) FROM mcp_sessions").fetchone()[0]
+    connection.close()
+    assert count == 1
+
+
+def test_sqlite_prunes_old_messages_when_publishing(tmp_path: Path) -> None:
+    bus = SqliteMessageBus(str(tmp_path / "m.sqlite3"), retention=60, prune_interval=0)
+    bus.publish("old", {"n": 1})
+    with sqlite3.connect(bus.database.path) as connection:
+        connection.execute("UPDATE mcp_messages SET created = created - 120")
+    connection.close()
+
+    bus.publish("new", {"n": 2})
+
+    with sqlite3.connect(bus.database.path) as connection:
+        channels = [row[0] for row in connection.execute("SELECT channel FROM mcp_messages")]
+    connection.close()
+    assert channels == ["new"]
+
+
+def test_sqlite_uses_write_ahead_logging(tmp_path: Path) -> None:
+    store = SqliteSessionStore(str(tmp_path / "wal.sqlite3"))
+    store.create(full_session())
+
+    with sqlite3.connect(store.database.path) as connection:
+        mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+    connection.close()
+    assert mode == "wal"
+
+
+@pytest.mark.parametrize("case", ["redis"], indirect=True)
+def test_redis_refreshes_the_ttl_on_every_read(case: Case) -> None:
+    assert case.redis_client is not None
+    session = full_session()
+    case.backend.sessions.create(session)
+    key = case.prefix + "session:" + session.id
+    case.redis_client.pexpire(key, 5000)  # as if most of the timeout had passed
+
+    assert case.backend.sessions.get(session.id) is not None
+    assert case.redis_client.pttl(key) > 50_000
+    case.redis_client.pexpire(key, 5000)
+    got = case.backend.sessions.get(session.id)
+    assert got is not None
+    case.backend.sessions.save(got)
+    assert case.redis_client.pttl(key) > 50_000
+
+
+@pytest.mark.parametrize("case", ["redis"], indirect=True)
+def test_redis_expires_an_idle_session_on_the_server(case: Case) -> None:
+    assert case.redis_client is not None
+    store = RedisSessionStore(case.redis_client, timeout=0.3, key_prefix=case.prefix + "short:")
+    session = full_session()
+    store.create(session)
+    assert case.redis_client.exists(case.prefix + "short:" + session.id)
+
+    deadline = time.monotonic() + 5
+    while case.redis_client.exists(case.prefix + "short:" + session.id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    assert store.get(session.id) is None
+
+
+# ------------------------------------------------------------------ open_backend
+
+
+def test_open_backend_memory_uri_gives_an_in_process_store_and_bus(tmp_path: Path) -> None:
+    backend = open_backend("memory://", timeout=42, instance_path=str(tmp_path))
+
+    assert isinstance(backend.sessions, MemorySessionStore)
+    assert backend.sessions.timeout == 42
+    assert isinstance(backend.bus, MemoryMessageBus)
+    assert backend.describe() == "memory://"
+
+
+def test_open_backend_bare_sqlite_uri_uses_a_file_in_the_instance_folder(tmp_path: Path) -> None:
+    instance = tmp_path / "instance"
+    backend = open_backend("sqlite://", timeout=42, instance_path=str(instance))
+
+    assert isinstance(backend.sessions, SqliteSessionStore)
+    assert isinstance(backend.bus, SqliteMessageBus)
+    assert backend.sessions.timeout == 42
+    assert backend.sessions.database.path == str(instance / "flask-mcp.sqlite3")
+    backend.check()  # creates the folder and the file
+    assert (instance / "flask-mcp.sqlite3").is_file()
+    assert backend.describe() == f"sqlite:///{instance}/flask-mcp.sqlite3"
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("sqlite:///mcp.db", "instance/mcp.db"),
+        ("sqlite:///sub/dir/mcp.db", "instance/sub/dir/mcp.db"),
+        ("sqlite:////ABS/mcp.db", "ABS/mcp.db"),
+        ("sqlite:///", "instance/flask-mcp.sqlite3"),
+    ],
+)
+def test_open_backend_sqlite_paths_are_relative_to_the_instance_folder_unless_absolute(
+    tmp_path: Path, uri: str, expected: str
+) -> None:
+    uri = uri.replace("/ABS", str(tmp_path))
+    backend = open_backend(uri, timeout=42, instance_path=str(tmp_path / "instance"))
+
+    assert isinstance(backend.sessions, SqliteSessionStore)
+    path = Path(expected.replace("ABS", str(tmp_path))) if expected.startswith("ABS") else tmp_path / expected
+    assert backend.sessions.database.path == str(path)
+    backend.sessions.create(full_session())
+    assert path.is_file()
+
+
+@pytest.mark.parametrize(
+    ("uri", "kwargs", "shown"),
+    [
+        ("redis://localhost:6390/3", {"host": "localhost", "port": 6390, "db": 3}, "redis://localhost:6390/3"),
+        (
+            "rediss://user:s3cret@cache.example:6380/1",
+            {"host": "cache.example", "port": 6380, "db": 1, "username": "user", "password": "s3cret"},
+            "rediss://user:***@cache.example:6380/1",
+        ),
+        (
+            "redis+unix:///run/redis/redis.sock?db=2&password=s3cret",
+            {"path": "/run/redis/redis.sock", "db": 2, "password": "s3cret"},
+            "redis+unix:///run/redis/redis.sock?db=2&password=***",
+        ),
+    ],
+)
+def test_open_backend_redis_uris_build_a_client_with_bounded_timeouts(
+    tmp_path: Path, uri: str, kwargs: dict[str, object], shown: str
+) -> None:
+    backend = open_backend(uri, timeout=42, instance_path=str(tmp_path), io_timeout=1.5)
+    try:
+        assert isinstance(backend.sessions, RedisSessionStore)
+        assert isinstance(backend.bus, RedisMessageBus)
+        assert backend.sessions.timeout == 42
+        pool_kwargs = backend.sessions.client.connection_pool.connection_kwargs
+        assert {k: pool_kwargs.get(k) for k in kwargs} == kwargs
+        assert pool_kwargs["socket_timeout"] == 1.5
+        if "path" not in kwargs:
+            assert pool_kwargs["socket_connect_timeout"] == 1.5
+        assert backend.describe() == shown
+        assert "s3cret" not in backend.describe()
+        if uri.startswith("rediss"):
+            assert backend.sessions.client.connection_pool.connection_class.__name__ == "SSLConnection"
+    finally:
+        backend.close()
+
+
+def test_open_backend_reuses_a_redis_client_and_leaves_it_open(tmp_path: Path) -> None:
+    client = _redis_or_skip()
+    try:
+        backend = open_backend(client, timeout=42, instance_path=str(tmp_path))
+        assert isinstance(backend.sessions, RedisSessionStore)
+        assert backend.sessions.client is client
+        assert isinstance(backend.bus, RedisMessageBus)
+        backend.check()
+        backend.close()
+        assert client.ping()  # still usable: the app owns it
+        assert "127.0.0.1" in backend.describe()
+    finally:
+        client.close()
+
+
+def test_a_reused_redis_client_that_decodes_responses_works_too(tmp_path: Path) -> None:
+    _redis_or_skip().close()
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True, socket_timeout=2)
+    prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
+    store = RedisSessionStore(client, key_prefix=prefix)
+    bus = RedisMessageBus(client, channel_prefix=prefix)
+    session = full_session()
+    try:
+        store.create(session)
+        got = store.get(session.id)
+        assert got is not None
+        assert got.client_info == session.client_info
+        with bus.subscribe(["text"]) as subscription:
+            bus.publish("text", {"ü": "ß"})
+            assert subscription.get(5) == ("text", {"ü": "ß"})
+    finally:
+        store.delete(session.id)
+        client.close()
+
+
+def test_open_backend_reuses_a_cachelib_cache_without_a_bus(tmp_path: Path) -> None:
+    cache = SimpleCache()
+    backend = open_backend(cache, timeout=42, instance_path=str(tmp_path))
+
+    assert isinstance(backend.sessions, CachelibSessionStore)
+    assert backend.sessions.cache is cache
+    assert backend.bus is None
+    assert not backend.supports_bus
+    assert backend.describe() == "cachelib SimpleCache"
+
+
+def test_open_backend_accepts_a_store_object_and_uses_it_as_bus_if_it_is_one(tmp_path: Path) -> None:
+    store = MemorySessionStore()
+    plain = open_backend(store, timeout=42, instance_path=str(tmp_path))
+    assert plain.sessions is store
+    assert plain.bus is None
+
+    class StoreAndBus(MemorySessionStore, MemoryMessageBus):
+        def __init__(self) -> None:
+            MemorySessionStore.__init__(self)
+            MemoryMessageBus.__init__(self)
+
+    both = StoreAndBus()
+    backend = open_backend(both, timeout=42, instance_path=str(tmp_path))
+    assert backend.sessions is both
+    assert backend.bus is both
+
+    assert open_backend(backend, timeout=1, instance_path=str(tmp_path)) is backend
+
+
+def test_a_rejected_uri_does_not_echo_its_password(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown scheme") as caught:
+        open_backend("postgres://app:s3cret@db/x", timeout=42, instance_path=str(tmp_path))
+    assert "s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spec", ["postgres://db/x", "memory", "memory://extra", "", "sqlite", 42, object(), None])
+def test_open_backend_rejects_anything_else_and_lists_what_is_accepted(tmp_path: Path, spec: object) -> None:
+    with pytest.raises(ValueError, match="MCP_BACKEND accepts 'memory://', 'sqlite://'"):
+        open_backend(spec, timeout=42, instance_path=str(tmp_path))
+
+
+# ------------------------------------------------------------------ faults
+
+
+def test_redis_at_a_closed_port_is_unavailable_quickly(tmp_path: Path) -> None:
+    backend = open_backend("redis://127.0.0.1:1/0", timeout=42, instance_path=str(tmp_path))
+    assert backend.bus is not None
+    calls: list[Callable[[], object]] = [
+        lambda: backend.sessions.create(full_session()),
+        lambda: backend.sessions.get("x"),
+        lambda: backend.sessions.save(full_session()),
+        lambda: backend.sessions.delete("x"),
+        lambda: backend.sessions.touch("x"),  # type: ignore[attr-defined]
+        lambda: backend.bus.publish("c", {}),  # type: ignore[union-attr]
+        lambda: backend.bus.subscribe(["c"]),  # type: ignore[union-attr]
+        backend.check,
+    ]
+    started = time.monotonic()
+    try:
+        for call in calls:
+            with pytest.raises(BackendUnavailable, match="127.0.0.1:1"):
+                call()
+    finally:
+        backend.close()
+    assert time.monotonic() - started < 5
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_redis_server(port: int) -> subprocess.Popen[bytes]:
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return server
+        except OSError:
+            time.sleep(0.02)
+    server.kill()
+    server.wait(5)
+    raise RuntimeError(f"redis-server did not start on port {port}")
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.kill()
+    server.wait(5)
+
+
+def test_redis_requests_fail_while_the_server_is_down_and_recover_when_it_is_back(tmp_path: Path) -> None:
+    if shutil.which("redis-server") is None:
+        reason = "redis-server is not installed (needed to stop and restart a private server)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    port = _free_port()
+    server = _start_redis_server(port)
+    backend = open_backend(f"redis://127.0.0.1:{port}/0", timeout=42, instance_path=str(tmp_path))
+    try:
+        session = full_session()
+        backend.sessions.create(session)
+        assert backend.sessions.get(session.id) is not None
+
+        _stop(server)
+        with pytest.raises(BackendUnavailable):
+            backend.sessions.get(session.id)
+        with pytest.raises(BackendUnavailable):
+            backend.check()
+
+        server = _start_redis_server(port)
+        backend.sessions.create(session)  # the same backend object reconnects by itself
+        assert backend.sessions.get(session.id) is not None
+        with backend.require_bus("test").subscribe(["back"]) as subscription:
+            backend.require_bus("test").publish("back", {"ok": True})
+            assert subscription.get(5) == ("back", {"ok": True})
+    finally:
+        backend.close()
+        _stop(server)
+
+
+def test_sqlite_path_that_is_a_directory_is_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "db").mkdir()
+    backend = open_backend(f"sqlite:///{tmp_path / 'db'}", timeout=42, instance_path=str(tmp_path))
+
+    with pytest.raises(BackendUnavailable, match="unable to open"):
+        backend.sessions.create(full_session())
+    with pytest.raises(BackendUnavailable):
+        backend.sessions.get("x")
+    with pytest.raises(BackendUnavailable):
+        backend.check()
+
+
+def test_sqlite_file_whose_folder_cannot_be_created_is_unavailable_until_it_can(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a regular file where the instance folder should be")
+    backend = open_backend("sqlite://", timeout=42, instance_path=str(blocker))
+    bus = backend.require_bus("test")
+
+    with pytest.raises(BackendUnavailable):
+        backend.sessions.create(full_session())
+    with pytest.raises(BackendUnavailable):
+        bus.publish("c", {})
+    with pytest.raises(BackendUnavailable):
+        bus.subscribe(["c"])
+
+    blocker.unlink()  # the operator fixes it; no restart needed
+    session = full_session()
+    backend.sessions.create(session)
+    assert backend.sessions.get(session.id) is not None
+
+
+@contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """Make files and folders unwritable for real: ``chmod`` for a normal user;
+    root ignores modes, so for root the immutable attribute (``chattr +i``)."""
+    if os.geteuid() != 0:
+        modes = {path: path.stat().st_mode for path in paths}
+        for path in paths:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            for path, mode in modes.items():
+                path.chmod(mode)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", *map(str, paths)], capture_output=True).returncode != 0:
+        subprocess.run([chattr or "chattr", "-i", *map(str, paths)], capture_output=True)
+        pytest.skip("running as root on a file system without chattr +i: cannot make a file read-only")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", *map(str, paths)], check=True)
+
+
+def test_sqlite_read_only_file_is_unavailable(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    backend = open_backend(f"sqlite:///{folder / 'mcp.sqlite3'}", timeout=42, instance_path=str(tmp_path))
+    session = full_session()
+    backend.sessions.create(session)  # the last connection closes: no -wal/-shm files remain
+
+    with read_only(folder / "mcp.sqlite3", folder):
+        with pytest.raises(BackendUnavailable):
+            backend.sessions.create(full_session())
+        with pytest.raises(BackendUnavailable):
+            backend.require_bus("test").publish("c", {})
+        with pytest.raises(BackendUnavailable):
+            backend.check()
+
+    backend.sessions.create(full_session())  # writable again: works without a restart
+
+
+def test_sqlite_locked_by_another_writer_is_unavailable_within_the_busy_timeout_then_recovers(
+    tmp_path: Path,
+) -> None:
+    database = SqliteDatabase(str(tmp_path / "locked.sqlite3"), io_timeout=0.2)
+    store = SqliteSessionStore(database)
+    bus = SqliteMessageBus(database)
+    session = full_session()
+    store.create(session)
+    holder = sqlite3.connect(database.path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailable, match="locked"):
+            store.create(full_session())
+        with pytest.raises(BackendUnavailable, match="locked"):
+            bus.publish("c", {})
+        assert time.monotonic() - started < 3
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+
+    assert store.get(session.id) is not None
+    store.create(full_session())
+
+
+def test_a_cache_that_cannot_write_is_unavailable(tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    store = CachelibSessionStore(FileSystemCache(str(directory)))
+    shutil.rmtree(directory)
+    directory.write_text("a file where the cache folder was")
+
+    with pytest.raises(BackendUnavailable, match="FileSystemCache"):
+        store.create(full_session())
