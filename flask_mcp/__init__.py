@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .content import Audio, EmbeddedResource, Image, ResourceLink, Text, ToolResult
-    from .context import Context
+    from .context import Context, ElicitResult, current_session
     from .errors import MCPError, ToolError
     from .extension import MCP
     from .protocol.versions import SUPPORTED_VERSIONS
@@ -22,6 +22,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "Audio",
     "Context",
+    "ElicitResult",
     "EmbeddedResource",
     "Header",
     "Image",
@@ -30,6 +31,7 @@ __all__ = [
     "Text",
     "ToolError",
     "ToolResult",
+    "current_session",
 ]
 
 _WHERE = {
@@ -37,6 +39,8 @@ _WHERE = {
     "SUPPORTED_VERSIONS": ".protocol.versions",
     "Audio": ".content",
     "Context": ".context",
+    "ElicitResult": ".context",
+    "current_session": ".context",
     "EmbeddedResource": ".content",
     "Header": ".schema",
     "Image": ".content",

@@ -4,9 +4,13 @@ annotated ``Context``): who is calling, over which revision, with what."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from werkzeug.local import LocalProxy
 
 from .errors import ToolError
 from .protocol.errors import MissingClientCapability
@@ -16,6 +20,29 @@ from .protocol.mrtr import CAPABILITY_OF, InputRequest, InputRequired
 from .protocol.session import Session
 
 logger = logging.getLogger("flask_mcp")
+
+_current_request: ContextVar[RequestInfo | None] = ContextVar("flask_mcp_request", default=None)
+
+
+@contextmanager
+def serving(request: RequestInfo) -> Iterator[None]:
+    """Make ``request`` the current MCP request while a tool runs."""
+    token = _current_request.set(request)
+    try:
+        yield
+    finally:
+        _current_request.reset(token)
+
+
+def _session() -> Session | None:
+    request = _current_request.get()
+    return request.session if request is not None else None
+
+
+#: The legacy session of the MCP request being served (falsy on 2026-07-28
+#: requests and outside a tool call). Its ``data`` dict is the app's own and is
+#: saved to the session backend when a tool changes it.
+current_session = cast(Session, LocalProxy(_session))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from .content import Content, ToolResult
-from .context import Context
+from .context import Context, serving
 from .errors import ToolError
 from .protocol.errors import MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
@@ -89,7 +89,8 @@ class Tool:
         if self.input is not None and self.input.context_param:
             kwargs[self.input.context_param] = Context(request)
         try:
-            value = self.fn(**kwargs)
+            with serving(request):
+                value = self.fn(**kwargs)
         except ToolError as exc:
             return ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
         except MCPError:

@@ -253,3 +253,27 @@ def test_a_broad_except_in_a_tool_does_not_swallow_the_question(make_client: Any
 
     result = make_client(app, capabilities={"elicitation": {}}).call_tool("careless", {}).result
     assert result["resultType"] == "input_required"
+
+
+def test_current_session_data_is_kept_between_calls_of_a_legacy_session(make_client: Any, tmp_path: Any) -> None:
+    from flask_mcp import current_session
+
+    app = Flask(__name__)
+    app.config["MCP_BACKEND"] = f"sqlite:///{tmp_path}/s.sqlite3"
+    mcp = MCP(app)
+
+    @mcp.tool
+    def count() -> int:
+        """Counts calls in this session."""
+        if not current_session:
+            return -1
+        current_session.data["calls"] = current_session.data.get("calls", 0) + 1
+        return int(current_session.data["calls"])
+
+    legacy = make_client(app, "2025-11-25")
+    legacy.initialize()
+    assert [legacy.call_tool("count", {}).result["structuredContent"]["result"] for _ in range(3)] == [1, 2, 3]
+    other = make_client(app, "2025-06-18")
+    other.initialize()
+    assert other.call_tool("count", {}).result["structuredContent"]["result"] == 1
+    assert make_client(app).call_tool("count", {}).result["structuredContent"]["result"] == -1

@@ -36,6 +36,8 @@ class RequestInfo:
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     session: Session | None = None
     meta: RequestMeta | None = None
+    #: The authenticated caller, when the app authenticates requests.
+    principal: str | None = None
     #: Delivers a notification that belongs to this request (progress, logs)
     #: ahead of its result; the HTTP layer decides how (an SSE stream).
     emit: Callable[[dict[str, Any]], None] = field(default=lambda message: None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -86,6 +87,23 @@ class ProtocolOptions:
     cache_scope: str = "public"
 
 
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """What the HTTP layer hands over besides the body, for one request."""
+
+    headers: Mapping[str, str]
+    emit: Emit
+    principal: str | None
+
+    @property
+    def header_version(self) -> str | None:
+        return _header(self.headers, "mcp-protocol-version")
+
+    @property
+    def session_id(self) -> str | None:
+        return _header(self.headers, "mcp-session-id") or None
+
+
 @dataclass(slots=True)
 class Reply:
     """What to send back: a status, extra headers, and a JSON payload or nothing."""
@@ -132,49 +150,52 @@ class Server:
         self,
         headers: Mapping[str, str],
         body: bytes,
-        emit: Callable[[dict[str, Any]], None] | None = None,
+        emit: Emit | None = None,
+        principal: str | None = None,
     ) -> Reply:
         """Answer one POST. ``headers`` maps lower-case names to values; ``emit``
-        receives the notifications a request produces before its result."""
+        receives the notifications a request produces before its result;
+        ``principal`` names the authenticated caller (sessions are bound to it)."""
+        incoming = Incoming(headers, emit or _discard, principal)
         try:
-            return self._handle_post(headers, body, emit or _discard)
+            return self._handle_post(incoming, body)
         except StoreUnavailable as exc:
             return _store_unavailable(exc)
 
-    def _handle_post(self, headers: Mapping[str, str], body: bytes, emit: Emit) -> Reply:
+    def _handle_post(self, incoming: Incoming, body: bytes) -> Reply:
         try:
             payload = jsonrpc.parse_body(body)
         except MCPError as exc:
             return self._error_reply(None, exc, 400)
-        header_version = _header(headers, "mcp-protocol-version")
         if isinstance(payload, list):
-            return self._handle_batch(payload, headers, header_version, emit)
+            return self._handle_batch(payload, incoming)
         try:
             message = jsonrpc.classify(payload)
         except MCPError as exc:
             return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
-        if _is_stateless(message, header_version):
-            return self._handle_stateless(message, headers, header_version, emit)
-        return self._handle_legacy(message, headers, header_version, emit)
+        if _is_stateless(message, incoming.header_version):
+            return self._handle_stateless(message, incoming)
+        return self._handle_legacy(message, incoming)
 
-    def check_get(self, headers: Mapping[str, str]) -> Reply | None:
+    def check_get(self, headers: Mapping[str, str], principal: str | None = None) -> Reply | None:
         """A GET naming an unknown or ended session learns so (404); any other GET
         gets ``None`` here, and the HTTP layer answers that no stream is offered."""
-        session_id = _header(headers, "mcp-session-id")
+        incoming = Incoming(headers, _discard, principal)
         try:
-            if session_id and self.sessions.get(session_id) is None:
+            if incoming.session_id and self._find_session(incoming) is None:
                 return self._error_reply(None, SessionNotFound(), 404)
         except StoreUnavailable as exc:
             return _store_unavailable(exc)
         return None
 
-    def handle_delete(self, headers: Mapping[str, str]) -> Reply:
+    def handle_delete(self, headers: Mapping[str, str], principal: str | None = None) -> Reply:
         """End the legacy session named by ``Mcp-Session-Id``."""
-        session_id = _header(headers, "mcp-session-id")
-        if not session_id:
+        incoming = Incoming(headers, _discard, principal)
+        if not incoming.session_id:
             return self._error_reply(None, SessionRequired(), 400)
         try:
-            deleted = self.sessions.delete(session_id)
+            session = self._find_session(incoming)
+            deleted = session is not None and self.sessions.delete(session.id)
         except StoreUnavailable as exc:
             return _store_unavailable(exc)
         if not deleted:
@@ -183,9 +204,7 @@ class Server:
 
     # ------------------------------------------------------------------ eras
 
-    def _handle_stateless(
-        self, message: Message, headers: Mapping[str, str], header_version: str | None, emit: Emit
-    ) -> Reply:
+    def _handle_stateless(self, message: Message, incoming: Incoming) -> Reply:
         if isinstance(message, ClientResponse):
             return self._error_reply(
                 message.id,
@@ -194,6 +213,7 @@ class Server:
             )
         if isinstance(message, Notification):
             return Reply(202)
+        header_version = incoming.header_version
         try:
             meta = parse_request_meta(message.params)
             if header_version is None:
@@ -208,7 +228,7 @@ class Server:
                 )
             if meta.protocol_version not in STATELESS_VERSIONS:
                 raise UnsupportedProtocolVersion(meta.protocol_version, list(SUPPORTED_VERSIONS))
-            check_standard_headers(headers, message.method, message.params)
+            check_standard_headers(incoming.headers, message.method, message.params)
         except MCPError as exc:
             return self._error_reply(message.id, exc, 400)
         revision = REVISIONS[meta.protocol_version]
@@ -216,34 +236,32 @@ class Server:
             revision=revision,
             method=message.method,
             params=message.params,
-            headers=headers,
+            headers=incoming.headers,
             request_id=message.id,
             client_info=meta.client_info,
             client_capabilities=meta.client_capabilities,
             meta=meta,
-            emit=emit,
+            principal=incoming.principal,
+            emit=incoming.emit,
         )
         return self._dispatch(message, request)
 
-    def _handle_legacy(
-        self, message: Message, headers: Mapping[str, str], header_version: str | None, emit: Emit
-    ) -> Reply:
+    def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
         try:
-            _check_legacy_header(header_version)
+            _check_legacy_header(incoming.header_version)
             if isinstance(message, Request) and message.method == "initialize":
-                return self._dispatch_initialize(message, headers, emit)
-            session = self._require_session(headers, header_version)
+                return self._dispatch_initialize(message, incoming)
+            session = self._require_session(incoming)
         except MCPError as exc:
             return self._error_reply(request_id, exc, exc.http_status or 400)
-        revision = REVISIONS[session.protocol_version]
-        answered = self._legacy_message(message, headers, session, revision, emit)
+        answered = self._legacy_message(message, incoming, session)
         if answered is None:
             return Reply(202)
         return Reply(answered[1], answered[0])
 
     def _legacy_message(
-        self, message: Message, headers: Mapping[str, str], session: Session, revision: Revision, emit: Emit
+        self, message: Message, incoming: Incoming, session: Session
     ) -> tuple[dict[str, Any], int] | None:
         """Answer one message of an established session (``None`` = nothing to send)."""
         if isinstance(message, Notification):
@@ -257,25 +275,24 @@ class Server:
             error = InvalidRequest("initialize must be sent alone, as the first request of a session.")
             return jsonrpc.error_message(message.id, error), 400
         request = RequestInfo(
-            revision=revision,
+            revision=REVISIONS[session.protocol_version],
             method=message.method,
             params=message.params,
-            headers=headers,
+            headers=incoming.headers,
             request_id=message.id,
             client_info=session.client_info,
             client_capabilities=session.client_capabilities,
             session=session,
-            emit=emit,
+            principal=incoming.principal,
+            emit=incoming.emit,
         )
         return self._answer(message, request)
 
-    def _handle_batch(
-        self, items: list[Any], headers: Mapping[str, str], header_version: str | None, emit: Emit
-    ) -> Reply:
+    def _handle_batch(self, items: list[Any], incoming: Incoming) -> Reply:
         """JSON-RPC batches exist only in 2025-03-26."""
-        session_id = _header(headers, "mcp-session-id")
-        session = self.sessions.get(session_id) if session_id else None
-        effective = header_version or (session.protocol_version if session else DEFAULT_LEGACY_VERSION)
+        session_id = incoming.session_id
+        session = self._find_session(incoming) if session_id else None
+        effective = incoming.header_version or (session.protocol_version if session else DEFAULT_LEGACY_VERSION)
         if session is not None and effective != session.protocol_version:
             effective = session.protocol_version  # the session's version decides, not a header
         revision = REVISIONS.get(effective)
@@ -300,14 +317,14 @@ class Server:
             except MCPError as exc:
                 answers.append(jsonrpc.error_message(jsonrpc.readable_id(item), exc))
                 continue
-            answered = self._legacy_message(message, headers, session, REVISIONS[session.protocol_version], emit)
+            answered = self._legacy_message(message, incoming, session)
             if answered is not None:
                 answers.append(answered[0])
         return Reply(200, answers) if answers else Reply(202)
 
     # ------------------------------------------------------------------ dispatch
 
-    def _dispatch_initialize(self, message: Request, headers: Mapping[str, str], emit: Emit) -> Reply:
+    def _dispatch_initialize(self, message: Request, incoming: Incoming) -> Reply:
         params = message.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
@@ -325,6 +342,7 @@ class Server:
             protocol_version=revision.version,
             client_info=client_info if isinstance(client_info, dict) else {},
             client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+            principal=incoming.principal,
             created_at=now,
             last_seen=now,
         )
@@ -332,12 +350,13 @@ class Server:
             revision=revision,
             method="initialize",
             params=params,
-            headers=headers,
+            headers=incoming.headers,
             request_id=message.id,
             client_info=session.client_info,
             client_capabilities=session.client_capabilities,
             session=session,
-            emit=emit,
+            principal=incoming.principal,
+            emit=incoming.emit,
         )
         answer, status = self._answer(message, request)
         if "error" in answer:
@@ -385,13 +404,21 @@ class Server:
 
     # ------------------------------------------------------------------ sessions
 
-    def _require_session(self, headers: Mapping[str, str], header_version: str | None) -> Session:
-        session_id = _header(headers, "mcp-session-id")
-        if not session_id:
+    def _find_session(self, incoming: Incoming) -> Session | None:
+        """The live session named by the request, if it belongs to this caller:
+        another principal presenting the id is told it does not exist."""
+        session = self.sessions.get(incoming.session_id) if incoming.session_id else None
+        if session is None or session.principal != incoming.principal:
+            return None
+        return session
+
+    def _require_session(self, incoming: Incoming) -> Session:
+        if not incoming.session_id:
             raise SessionRequired()
-        session = self.sessions.get(session_id)
+        session = self._find_session(incoming)
         if session is None:
             raise SessionNotFound()
+        header_version = incoming.header_version
         if header_version is not None and header_version != session.protocol_version:
             raise BadProtocolVersionHeader(
                 f"MCP-Protocol-Version header {header_version!r} differs from the version "
@@ -489,10 +516,14 @@ class Server:
         if revision.stateless:
             if tool.header_params:
                 check_param_headers(request.headers, tool.header_params, arguments)
-            bound_to = binding(name, arguments, None)
+            bound_to = binding(name, arguments, request.principal)
             request.input_responses = self._input_responses(params, bound_to)
+        session = request.session
+        snapshot = copy.deepcopy(session.data) if session is not None else None
         try:
             outcome = tool.invoke(arguments, request)
+            if session is not None and session.data != snapshot:
+                self.sessions.save(session)  # the tool changed the session's app data
         except InputRequired as needed:
             return self._input_required(needed, request, bound_to)
         except InvalidToolArguments as exc:
