@@ -16,8 +16,9 @@ from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
 from .protocol.errors import InternalError
 from .protocol.features import RequestInfo
+from .protocol.info import ProtocolOptions, ServerInfo
 from .protocol.mrtr import state_key
-from .protocol.server import ProtocolOptions, Server, ServerInfo
+from .protocol.server import Server
 from .protocol.session import SessionStore
 from .tools import Tool, ToolRegistry
 

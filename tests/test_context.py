@@ -195,9 +195,9 @@ def test_a_tampered_or_misapplied_request_state_is_refused(app: Flask, make_clie
 def test_an_expired_request_state_is_refused(app: Flask, make_client: Any) -> None:
     client = make_client(app, capabilities={"elicitation": {}})
     state = client.call_tool("greet", {}).result["requestState"]
-    server = app.extensions["mcp"].server
-    real_clock = server.clock
-    server.clock = lambda: real_clock() + 3600
+    methods = app.extensions["mcp"].server.methods
+    real_clock = methods.clock
+    methods.clock = lambda: real_clock() + 3600
     error = client.request("tools/call", {
         "name": "greet", "arguments": {}, "requestState": state,
         "inputResponses": {"who": {"action": "accept", "content": {"name": "Eve"}}},

@@ -6,7 +6,8 @@ translates HTTP to and from it.
 """
 
 from .errors import ErrorCode, MCPError
-from .server import ProtocolOptions, Reply, Server, ServerInfo
+from .info import ProtocolOptions, ServerInfo
+from .server import Reply, Server
 from .versions import LEGACY_VERSIONS, REVISIONS, STATELESS_VERSIONS, SUPPORTED_VERSIONS, Revision
 
 __all__ = [

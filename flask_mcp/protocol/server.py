@@ -7,9 +7,6 @@ shapes the result for the revision. The HTTP layer only translates.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import copy
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -25,16 +22,16 @@ from .errors import (
     InvalidRequest,
     MCPError,
     MethodNotFound,
-    MissingClientCapability,
     SessionNotFound,
     SessionRequired,
     UnsupportedProtocolVersion,
 )
-from .features import InvalidToolArguments, RequestInfo, ToolOutcome, ToolProvider
-from .headers import check_param_headers, check_standard_headers
+from .features import RequestInfo, ToolProvider
+from .headers import check_standard_headers
+from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
-from .meta import LOG_LEVELS, SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
-from .mrtr import STATE_LIFETIME, InputRequired, binding, seal, unseal
+from .meta import SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
+from .methods import Instructions, Methods
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .versions import (
     DEFAULT_LEGACY_VERSION,
@@ -48,43 +45,11 @@ from .versions import (
 
 logger = logging.getLogger("flask_mcp")
 
-Instructions = Callable[[RequestInfo], "str | None"]
 Emit = Callable[[dict[str, Any]], None]
 
 
 def _discard(message: dict[str, Any]) -> None:
     """Where notifications go when the caller takes none."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerInfo:
-    """Who we are, as ``serverInfo`` / ``io.modelcontextprotocol/serverInfo``."""
-
-    name: str
-    version: str
-    title: str | None = None
-    description: str | None = None
-    website_url: str | None = None
-    icons: tuple[dict[str, Any], ...] = ()
-
-    def for_revision(self, revision: Revision) -> dict[str, Any]:
-        full: dict[str, Any] = {"name": self.name, "version": self.version}
-        if self.title:
-            full["title"] = self.title
-        if self.description:
-            full["description"] = self.description
-        if self.website_url:
-            full["websiteUrl"] = self.website_url
-        if self.icons:
-            full["icons"] = list(self.icons)
-        return {k: v for k, v in full.items() if k in revision.implementation_fields}
-
-
-@dataclass(frozen=True, slots=True)
-class ProtocolOptions:
-    page_size: int = 100
-    ttl_ms: int = 60_000
-    cache_scope: str = "public"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,21 +93,18 @@ class Server:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = info
-        self.tools = tools
         self.sessions = sessions
-        self.options = options or ProtocolOptions()
-        self.instructions = instructions
-        self.state_key = state_key
         self.clock = clock
-        self._handlers: dict[str, Callable[[RequestInfo], dict[str, Any]]] = {
-            "initialize": self._initialize,
-            "ping": self._ping,
-            "server/discover": self._discover,
-            "tools/list": self._list_tools,
-            "tools/call": self._call_tool,
-            "logging/setLevel": self._set_level,
-        }
-        self._tool_listing_cache: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.methods = Methods(
+            info=info,
+            tools=tools,
+            sessions=sessions,
+            options=options or ProtocolOptions(),
+            instructions=instructions,
+            state_key=state_key,
+            clock=clock,
+        )
+        self._handlers = self.methods.table()
 
     # ------------------------------------------------------------------ entry points
 
@@ -426,184 +388,11 @@ class Server:
             )
         return session
 
-    # ------------------------------------------------------------------ methods
-
-    def _capabilities(self, revision: Revision) -> dict[str, Any]:
-        # logging: tools may log through their Context (deprecated in 2026-07-28, still served).
-        return {"logging": {}, "tools": {}}
-
-    def _instructions_for(self, request: RequestInfo) -> str | None:
-        if self.instructions is None:
-            return None
-        return self.instructions(request)
-
-    def _initialize(self, request: RequestInfo) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "protocolVersion": request.revision.version,
-            "capabilities": self._capabilities(request.revision),
-            "serverInfo": self.info.for_revision(request.revision),
-        }
-        text = self._instructions_for(request)
-        if text:
-            result["instructions"] = text
-        return result
-
-    def _ping(self, request: RequestInfo) -> dict[str, Any]:
-        return {}
-
-    def _discover(self, request: RequestInfo) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": self._capabilities(request.revision),
-        }
-        text = self._instructions_for(request)
-        if text:
-            result["instructions"] = text
-        return self._with_cache_hints(result, request.revision)
-
-    def _set_level(self, request: RequestInfo) -> dict[str, Any]:
-        level = request.params.get("level")
-        if level not in LOG_LEVELS:
-            raise InvalidParams(f"logging/setLevel needs params.level, one of {', '.join(LOG_LEVELS)}.")
-        assert request.session is not None
-        request.session.log_level = level
-        self.sessions.save(request.session)
-        return {}
-
-    def _with_cache_hints(self, result: dict[str, Any], revision: Revision) -> dict[str, Any]:
-        if revision.cache_hints:
-            result["ttlMs"] = self.options.ttl_ms
-            result["cacheScope"] = self.options.cache_scope
-        return result
-
-    def _tool_listing(self, revision: Revision) -> list[dict[str, Any]]:
-        key = (revision.version, self.tools.generation)
-        listing = self._tool_listing_cache.get(key)
-        if listing is None:
-            listing = [
-                {k: v for k, v in tool.items() if k in revision.tool_fields}
-                for tool in self.tools.definitions()
-            ]
-            self._tool_listing_cache = {key: listing} | {
-                k: v for k, v in self._tool_listing_cache.items() if k[1] == key[1]
-            }
-        return listing
-
-    def _list_tools(self, request: RequestInfo) -> dict[str, Any]:
-        listing = self._tool_listing(request.revision)
-        start = _decode_cursor(request.params.get("cursor"), len(listing))
-        end = start + self.options.page_size
-        result: dict[str, Any] = {"tools": listing[start:end]}
-        if end < len(listing):
-            result["nextCursor"] = _encode_cursor(end)
-        return self._with_cache_hints(result, request.revision)
-
-    def _call_tool(self, request: RequestInfo) -> dict[str, Any]:
-        params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams("tools/call needs params.name, the name of a tool from tools/list.")
-        arguments = params.get("arguments")
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise InvalidParams("tools/call params.arguments must be an object.")
-        tool = self.tools.find(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool {name!r}: call tools/list for the tools this server offers.")
-        revision = request.revision
-        bound_to = ""
-        if revision.stateless:
-            if tool.header_params:
-                check_param_headers(request.headers, tool.header_params, arguments)
-            bound_to = binding(name, arguments, request.principal)
-            request.input_responses = self._input_responses(params, bound_to)
-        session = request.session
-        snapshot = copy.deepcopy(session.data) if session is not None else None
-        try:
-            outcome = tool.invoke(arguments, request)
-            if session is not None and session.data != snapshot:
-                self.sessions.save(session)  # the tool changed the session's app data
-        except InputRequired as needed:
-            return self._input_required(needed, request, bound_to)
-        except InvalidToolArguments as exc:
-            if not revision.argument_errors_as_results:
-                raise InvalidParams(exc.message, data={"errors": exc.details}) from None
-            outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
-        except MissingClientCapability as exc:
-            if revision.stateless:
-                raise
-            outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
-        return _shape_tool_result(outcome, revision)
-
-
-    # ------------------------------------------------------------------ multi round-trip
-
-    def _key(self) -> bytes:
-        if self.state_key is None:
-            raise InternalError("This server cannot ask clients for input: it has no key to seal requestState.")
-        return self.state_key()
-
-    def _input_responses(self, params: dict[str, Any], bound_to: str) -> dict[str, Any]:
-        """Earlier rounds' answers (from our sealed state) plus this round's."""
-        answers: dict[str, Any] = {}
-        if params.get("requestState") is not None:
-            payload = unseal(params["requestState"], self._key(), bound_to=bound_to, now=self.clock())
-            answers.update(payload.get("answers") or {})
-        fresh = params.get("inputResponses")
-        if isinstance(fresh, dict):
-            answers.update(fresh)
-        return answers
-
-    def _input_required(self, needed: InputRequired, request: RequestInfo, bound_to: str) -> dict[str, Any]:
-        if not request.revision.stateless:
-            raise InternalError("Input requests outside 2026-07-28 travel on the response stream.")
-        state = {"bind": bound_to, "exp": self.clock() + STATE_LIFETIME, "answers": request.input_responses}
-        return {
-            "resultType": "input_required",
-            "inputRequests": {r.key: r.to_wire() for r in needed.requests},
-            "requestState": seal(state, self._key()),
-        }
-
-
 def _store_unavailable(exc: StoreUnavailable) -> Reply:
     """503: the session store is down; one log line, no traceback, retry later."""
     logger.error("MCP session store unavailable: %s", exc)
     error = InternalError("Session storage is temporarily unavailable; retry the request shortly.")
     return Reply(503, jsonrpc.error_message(None, error), {"Retry-After": "1"})
-
-
-def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
-    content = [_block_for(block, revision) for block in outcome.content]
-    result: dict[str, Any] = {"content": content}
-    if outcome.has_structured and revision.structured_output:
-        result["structuredContent"] = outcome.structured
-    if outcome.is_error:
-        result["isError"] = True
-    if outcome.meta:
-        result["_meta"] = dict(outcome.meta)
-    return result
-
-
-def _block_for(block: dict[str, Any], revision: Revision) -> dict[str, Any]:
-    """A content block as this revision knows it: unknown types as text, and
-    no block ``_meta`` or ``annotations.lastModified`` where they do not exist."""
-    if block.get("type") not in revision.content_types:
-        block = _as_text_block(block)
-    if not revision.content_meta:
-        annotations = block.get("annotations")
-        block = {k: v for k, v in block.items() if k != "_meta"}
-        if isinstance(annotations, dict) and "lastModified" in annotations:
-            block["annotations"] = {k: v for k, v in annotations.items() if k != "lastModified"}
-    return block
-
-
-def _as_text_block(block: dict[str, Any]) -> dict[str, Any]:
-    """Older revisions lack some block types (resource links): say it in text."""
-    if block.get("type") == "resource_link":
-        label = block.get("title") or block.get("name") or block.get("uri")
-        return {"type": "text", "text": f"{label}: {block.get('uri')}"}
-    return {"type": "text", "text": str(block)}
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -628,24 +417,3 @@ def _check_legacy_header(header_version: str | None) -> None:
             f"speaks {', '.join(SUPPORTED_VERSIONS)} (2026-07-28 requests also need "
             "the _meta protocolVersion)."
         )
-
-
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: Any, size: int) -> int:
-    if cursor is None:
-        return 0
-    if not isinstance(cursor, str):
-        raise InvalidParams("params.cursor must be the string returned as nextCursor.")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not text.startswith("o:"):
-            raise ValueError
-        offset = int(text[2:])
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidParams("Invalid cursor: pass back the nextCursor of the previous page unchanged.") from None
-    if not 0 <= offset <= size:
-        raise InvalidParams("Invalid cursor: the list changed; start again without a cursor.")
-    return offset
