@@ -227,5 +227,12 @@ def _open_backend(app: Flask, settings: Settings) -> Backend:
             "gunicorn workers legacy clients will lose theirs. Use sqlite:// (one machine) "
             "or redis:// (several)."
         )
+    if not backend.supports_bus:
+        logger.warning(
+            "MCP_BACKEND %s carries no messages between workers: features that need it "
+            "(answers to server requests on legacy sessions, cancellation, subscriptions) "
+            "will be refused. Use sqlite:// or redis:// for them.",
+            description,
+        )
     logger.info("flask-mcp sessions in %s", description)
     return backend

@@ -42,10 +42,13 @@ class MCPError(Exception):
         data: Any = None,
         code: int | None = None,
         http_status: int | None = None,
+        http_headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.data = data
+        #: Headers the HTTP answer must carry (``Retry-After``, ``WWW-Authenticate``).
+        self.http_headers = dict(http_headers or {})
         if code is not None:
             self.code = code
         if http_status is not None:

@@ -206,7 +206,7 @@ class Server:
             principal=incoming.principal,
             emit=incoming.emit,
         )
-        return self._dispatch(message, request)
+        return self._answer(message, request)
 
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
@@ -218,13 +218,11 @@ class Server:
         except MCPError as exc:
             return self._error_reply(request_id, exc, exc.http_status or 400)
         answered = self._legacy_message(message, incoming, session)
-        if answered is None:
-            return Reply(202)
-        return Reply(answered[1], answered[0])
+        return Reply(202) if answered is None else answered
 
     def _legacy_message(
         self, message: Message, incoming: Incoming, session: Session
-    ) -> tuple[dict[str, Any], int] | None:
+    ) -> Reply | None:
         """Answer one message of an established session (``None`` = nothing to send)."""
         if isinstance(message, Notification):
             if message.method == "notifications/initialized" and not session.initialized:
@@ -235,7 +233,7 @@ class Server:
             return None  # answers to server requests are routed by the streaming layer
         if message.method == "initialize":
             error = InvalidRequest("initialize must be sent alone, as the first request of a session.")
-            return jsonrpc.error_message(message.id, error), 400
+            return Reply(400, jsonrpc.error_message(message.id, error))
         request = RequestInfo(
             revision=REVISIONS[session.protocol_version],
             method=message.method,
@@ -281,7 +279,7 @@ class Server:
                 continue
             answered = self._legacy_message(message, incoming, session)
             if answered is not None:
-                answers.append(answered[0])
+                answers.append(answered.body)
         return Reply(200, answers) if answers else Reply(202)
 
     # ------------------------------------------------------------------ dispatch
@@ -320,20 +318,16 @@ class Server:
             principal=incoming.principal,
             emit=incoming.emit,
         )
-        answer, status = self._answer(message, request)
-        if "error" in answer:
-            return Reply(status, answer)
+        reply = self._answer(message, request)
+        if "error" in reply.body:
+            return reply
         self.sessions.create(session)
-        return Reply(200, answer, {"Mcp-Session-Id": session.id})
+        reply.headers["Mcp-Session-Id"] = session.id
+        return reply
 
-    def _dispatch(self, message: Request, request: RequestInfo) -> Reply:
-        answer, status = self._answer(message, request)
-        return Reply(status, answer)
-
-    def _answer(self, message: Request, request: RequestInfo) -> tuple[dict[str, Any], int]:
-        """Run the method; every failure becomes a JSON-RPC error message.
-
-        Returns the answer and its HTTP status."""
+    def _answer(self, message: Request, request: RequestInfo) -> Reply:
+        """Run the method; every failure becomes a JSON-RPC error message with
+        the HTTP status (and headers) it calls for."""
         handler = self._handlers.get(message.method)
         try:
             if handler is None or message.method not in request.revision.core_methods:
@@ -347,12 +341,12 @@ class Server:
             if status is None:
                 is_unknown = exc.code == MethodNotFound.code
                 status = request.revision.method_not_found_status if is_unknown else 200
-            return jsonrpc.error_message(message.id, exc), status
+            return Reply(status, jsonrpc.error_message(message.id, exc), dict(exc.http_headers))
         except Exception:
             logger.exception("Unexpected failure while serving %s", message.method)
             error = MCPError("Internal error while serving the request; see the server log.")
-            return jsonrpc.error_message(message.id, error), 500
-        return jsonrpc.result_message(message.id, self._finish_result(result, request.revision)), 200
+            return Reply(500, jsonrpc.error_message(message.id, error))
+        return Reply(200, jsonrpc.result_message(message.id, self._finish_result(result, request.revision)))
 
     def _finish_result(self, result: dict[str, Any], revision: Revision) -> dict[str, Any]:
         if revision.result_type:
