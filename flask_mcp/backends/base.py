@@ -8,11 +8,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Self, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+# The bus interfaces live in the sans-IO core (which uses them); re-exported here.
+from ..protocol.bus import Message as Message
+from ..protocol.bus import MessageBus as MessageBus
+from ..protocol.bus import Subscription as Subscription
 from ..protocol.session import SessionStore, StoreUnavailable
 
 #: How long one backend call may block before it fails (seconds).
@@ -37,42 +40,6 @@ class BackendUnavailable(StoreUnavailable):
 
 class BusNotSupported(RuntimeError):
     """A feature needs a message bus and the configured backend has none."""
-
-
-Message = dict[str, Any]
-
-
-class Subscription(Protocol):
-    """Messages on some channels, from the moment of subscribing until closed.
-    Implementations inherit this class for the context-manager methods."""
-
-    def get(self, timeout: float) -> tuple[str, Message] | None:
-        """The next ``(channel, message)``, waiting at most ``timeout`` seconds;
-        ``None`` when nothing arrived in time."""
-        ...
-
-    def close(self) -> None:
-        """Stop listening and free the connection (idempotent)."""
-        ...
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-@runtime_checkable
-class MessageBus(Protocol):
-    """Publish/subscribe on named channels, so one worker can hear another."""
-
-    def publish(self, channel: str, message: Message) -> None:
-        """Send a JSON-serialisable ``message`` to current subscribers of ``channel``."""
-        ...
-
-    def subscribe(self, channels: Sequence[str]) -> Subscription:
-        """Start listening; messages published after this returns are delivered."""
-        ...
 
 
 def _nothing() -> None:
