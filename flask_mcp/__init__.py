@@ -10,8 +10,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .asking import ElicitResult
     from .content import Audio, EmbeddedResource, Image, ResourceLink, Text, ToolResult
-    from .context import Context, ElicitResult, current_session
+    from .context import Context, current_session
     from .errors import MCPError, ToolError
     from .extension import MCP
     from .protocol.versions import SUPPORTED_VERSIONS
@@ -39,7 +40,7 @@ _WHERE = {
     "SUPPORTED_VERSIONS": ".protocol.versions",
     "Audio": ".content",
     "Context": ".context",
-    "ElicitResult": ".context",
+    "ElicitResult": ".asking",
     "current_session": ".context",
     "EmbeddedResource": ".content",
     "Header": ".schema",

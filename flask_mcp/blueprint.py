@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from . import sse
+from . import sse, streaming
 from .errors import (
     MCPHTTPException,
     MethodNotAllowedHere,
@@ -73,8 +73,15 @@ def _post() -> Response:
     body = _read_body(state.settings.max_content_length)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(_headers(), body, notifications.append)
+    if reply.deferred is not None:
+        return streaming.respond(
+            reply.deferred,
+            live=_accepts_stream(),
+            heartbeat=state.settings.sse_heartbeat,
+            render=lambda done: _render(done, wants_stream),
+        )
     if notifications and reply.body is not None and _accepts_stream():
-        return _render_stream(notifications, reply)
+        return _render_stream(notifications, reply)  # a 2025-03-26 batch
     return _render(reply, wants_stream)
 
 

@@ -20,6 +20,8 @@ DEFAULTS: dict[str, Any] = {
     "MCP_DNS_REBINDING_PROTECTION": True,
     "MCP_ALLOWED_ORIGINS": (),
     "MCP_ALLOWED_HOSTS": (),
+    "MCP_SSE_HEARTBEAT": 15,  # seconds between keep-alive comments on an idle stream
+    "MCP_CLIENT_TIMEOUT": 300,  # seconds a tool waits for a legacy client's answer
     "MCP_CACHE_TTL_MS": 60_000,
     "MCP_CACHE_SCOPE": "public",
 }
@@ -42,6 +44,8 @@ class Settings:
     allowed_hosts: tuple[str, ...]
     cache_ttl_ms: int
     cache_scope: str
+    sse_heartbeat: float
+    client_timeout: float
 
 
 class ConfigError(ValueError):
@@ -77,6 +81,8 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         allowed_hosts=_strings(value("MCP_ALLOWED_HOSTS"), "MCP_ALLOWED_HOSTS"),
         cache_ttl_ms=int(_number(value("MCP_CACHE_TTL_MS"), "MCP_CACHE_TTL_MS", minimum=0)),
         cache_scope=scope,
+        sse_heartbeat=_number(value("MCP_SSE_HEARTBEAT"), "MCP_SSE_HEARTBEAT", minimum=0.05),
+        client_timeout=_number(value("MCP_CLIENT_TIMEOUT"), "MCP_CLIENT_TIMEOUT", minimum=0.1),
     )
 
 

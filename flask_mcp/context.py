@@ -7,16 +7,16 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, cast
 
+from flask import current_app
 from werkzeug.local import LocalProxy
 
-from .errors import ToolError
+from .asking import ElicitResult, ask
 from .protocol.errors import MissingClientCapability
-from .protocol.features import RequestInfo, log_level_reaches
+from .protocol.features import RequestCancelled, RequestInfo, log_level_reaches
 from .protocol.meta import LOG_LEVELS
-from .protocol.mrtr import CAPABILITY_OF, InputRequest, InputRequired
+from .protocol.mrtr import InputRequest
 from .protocol.session import Session
 
 logger = logging.getLogger("flask_mcp")
@@ -43,18 +43,6 @@ def _session() -> Session | None:
 #: requests and outside a tool call). Its ``data`` dict is the app's own and is
 #: saved to the session backend when a tool changes it.
 current_session = cast(Session, LocalProxy(_session))
-
-
-@dataclass(frozen=True)
-class ElicitResult:
-    """The person's answer to :meth:`Context.elicit`."""
-
-    action: str  # "accept", "decline" or "cancel"
-    content: dict[str, Any] | None = None
-
-    @property
-    def accepted(self) -> bool:
-        return self.action == "accept"
 
 
 class Context:
@@ -117,6 +105,18 @@ class Context:
         meta = self._request.params.get("_meta")
         return dict(meta) if isinstance(meta, dict) else {}
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether the client cancelled this call (2026-07-28: it closed the
+        stream; legacy: ``notifications/cancelled``, from any worker)."""
+        return self._request.is_cancelled()
+
+    def check_cancelled(self) -> None:
+        """Stop here if the call was cancelled (nothing more is sent for it).
+        Every progress, log and question call checks this too."""
+        if self._request.is_cancelled():
+            raise RequestCancelled()
+
     def has_client_capability(self, name: str) -> bool:
         return name in self._request.client_capabilities
 
@@ -139,6 +139,7 @@ class Context:
         """
         if level not in LOG_LEVELS:
             raise ValueError(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        self.check_cancelled()
         if not log_level_reaches(level, self._request.log_threshold):
             return
         params: dict[str, Any] = {"level": level, "data": data}
@@ -164,6 +165,7 @@ class Context:
         ``progress`` must increase from one report to the next; a report that
         does not is dropped (and logged on the server).
         """
+        self.check_cancelled()
         token = self._request.progress_token
         if token is None:
             return
@@ -223,28 +225,14 @@ class Context:
 
         Over 2026-07-28 the call ends here with an ``input_required`` result until
         the client retries with every answer; the tool then runs again from the
-        start, so code before ``ask`` must be safe to repeat. A client that did not
-        declare the needed capability gets ``-32021``.
+        start, so code before ``ask`` must be safe to repeat. Over a legacy session
+        the questions go out on the call's event stream and the answers come back
+        (through the session backend) to this call, which waits at most
+        ``MCP_CLIENT_TIMEOUT`` seconds. A client that did not declare the needed
+        capability gets ``-32021`` (2026-07-28) or an ``isError`` result.
         """
-        caps = self._request.client_capabilities
-        for request in requests:
-            capability = CAPABILITY_OF[request.method]
-            declared = caps.get(capability)
-            if not isinstance(declared, dict):
-                raise MissingClientCapability({capability: {}})
-            if capability == "elicitation" and declared and "form" not in declared:
-                # {} means form mode only; a non-empty object must name "form".
-                raise MissingClientCapability({"elicitation": {"form": {}}})
-        if not self._request.revision.stateless:
-            raise ToolError(
-                "This tool needs input from the client, which this server cannot ask for over a "
-                f"{self.protocol_version} session yet; use a 2026-07-28 client."
-            )
-        answers = self._request.input_responses
-        missing = [r for r in requests if _answer(r, answers.get(r.key)) is None]
-        if missing:
-            raise InputRequired(missing)
-        return [_answer(r, answers[r.key]) for r in requests]
+        self.check_cancelled()
+        return ask(self._request, requests, timeout=current_app.extensions["mcp"].settings.client_timeout)
 
     def elicit(self, message: str, schema: dict[str, Any], *, key: str | None = None) -> ElicitResult:
         """Ask the person a question (see :meth:`ask`)."""
@@ -264,19 +252,3 @@ class Context:
     def _next_key(self, kind: str) -> str:
         self._asked += 1
         return f"{kind}_{self._asked}"
-
-
-def _answer(request: InputRequest, raw: Any) -> Any:
-    """The usable answer to one request, or ``None`` when it is missing or malformed."""
-    if not isinstance(raw, dict):
-        return None
-    if request.method == "elicitation/create":
-        action = raw.get("action")
-        content = raw.get("content")
-        if action not in ("accept", "decline", "cancel") or (content is not None and not isinstance(content, dict)):
-            return None
-        return ElicitResult(action, content)
-    if request.method == "sampling/createMessage":
-        return raw if isinstance(raw.get("content"), (dict, list)) else None
-    roots = raw.get("roots")
-    return roots if isinstance(roots, list) else None

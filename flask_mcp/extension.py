@@ -102,6 +102,7 @@ class MCP:
             ),
             instructions=lambda request: self._instructions_for(request, static_instructions),
             state_key=_request_state_key,
+            bus=backend.bus,
         )
         app.extensions["mcp"] = MCPState(self, settings, server, backend)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)

@@ -105,6 +105,10 @@ class MCPTestClient:
         self.session_id: str | None = None
         self.negotiated_version: str | None = None
         self.observers: list[Observer] = []
+        #: Answers the server's requests (elicitation, sampling, roots) arriving on
+        #: a legacy event stream: takes the request, returns its ``result``. With
+        #: none set, such requests are answered with a JSON-RPC error.
+        self.on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self._ids = itertools.count(1)
         self._tool_schemas: dict[str, dict[str, Any]] = {}
 
@@ -223,8 +227,11 @@ class MCPTestClient:
         """POST a message (or raw bytes with ``raw=True``) and parse the answer."""
         all_headers = {"Accept": ACCEPT, "Content-Type": "application/json", **self.extra_headers, **(headers or {})}
         data = body if raw else json.dumps(body)
-        http = self.client.post(self.url, data=data, headers=all_headers)
-        response = MCPResponse(http, list(self._messages(http)))
+        http = self.client.post(self.url, data=data, headers=all_headers, buffered=False)
+        try:
+            response = MCPResponse(http, list(self._messages(http)))
+        finally:
+            http.close()
         method = body.get("method") if isinstance(body, dict) else None
         version = self.negotiated_version or self.protocol_version
         for message in response.messages:
@@ -233,13 +240,38 @@ class MCPTestClient:
         return response
 
     def _messages(self, http: TestResponse) -> Iterator[dict[str, Any]]:
-        if not http.data:
-            return
         if http.mimetype == "text/event-stream":
-            for data in parse_sse(http.data):
-                yield from _as_list(json.loads(data))
-        elif http.mimetype == "application/json":
-            yield from _as_list(http.get_json())
+            # Read the stream as it comes (the server may wait for our answers),
+            # then keep the whole body on the response for the caller to inspect.
+            received: list[bytes] = []
+            buffer = b""
+            for chunk in http.iter_encoded():
+                received.append(chunk)
+                buffer += chunk
+                while b"\n\n" in buffer:
+                    block, buffer = buffer.split(b"\n\n", 1)
+                    for data in parse_sse(block + b"\n\n"):
+                        for message in _as_list(json.loads(data)):
+                            yield message
+                            if "method" in message and "id" in message:
+                                self._answer_server_request(message)
+            http.set_data(b"".join(received))
+            return
+        body = http.get_data()
+        if body and http.mimetype == "application/json":
+            yield from _as_list(json.loads(body))
+
+    def _answer_server_request(self, request: dict[str, Any]) -> None:
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if self.on_request is None:
+            answer["error"] = {"code": -32601, "message": "This test client answers no requests."}
+        else:
+            try:
+                answer["result"] = self.on_request(request)
+            except Exception as exc:  # the handler's refusal becomes a JSON-RPC error
+                answer["error"] = {"code": -32603, "message": str(exc)}
+        reply = self.post(answer, headers=self.standard_headers("", {}))
+        assert reply.status_code == 202, f"answer to {request['method']} got HTTP {reply.status_code}"
 
 
 def _as_list(payload: Any) -> list[dict[str, Any]]:

@@ -87,7 +87,7 @@ def test_a_2026_request_without_log_level_or_progress_token_gets_plain_json(app:
 def test_legacy_logs_follow_the_session_level(app: Flask, make_client: Any) -> None:
     client = make_client(app, "2025-11-25")
     client.initialize()
-    assert _logs(client.call_tool("steps", {}).notifications) == ["info", "error"]  # default: info
+    assert client.call_tool("steps", {}).notifications == []  # none before logging/setLevel
     assert client.request("logging/setLevel", {"level": "debug"}).result == {}
     assert _logs(client.call_tool("steps", {}).notifications) == ["debug", "info", "error"]
     client.request("logging/setLevel", {"level": "critical"})
@@ -231,12 +231,78 @@ def test_without_a_secret_key_asking_fails_with_a_clear_error(make_client: Any) 
     assert "SECRET_KEY" in error["message"]
 
 
-def test_a_legacy_session_cannot_be_asked_yet_and_says_so(app: Flask, make_client: Any) -> None:
+def test_a_legacy_session_is_asked_on_the_event_stream_and_answers_by_post(app: Flask, make_client: Any) -> None:
     client = make_client(app, "2025-11-25", capabilities={"elicitation": {}})
     client.initialize()
+    asked: list[dict[str, Any]] = []
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"action": "accept", "content": {"name": "Grace"}}
+
+    client.on_request = answer
+    response = client.call_tool("greet", {"punctuation": "."})
+    assert response.http.mimetype == "text/event-stream"
+    assert [m["method"] for m in asked] == ["elicitation/create"]
+    assert asked[0]["params"] == {"message": "What is your name?", "requestedSchema": NAME}
+    assert response.result["content"][0]["text"] == "Hello, Grace."
+
+
+def test_several_legacy_questions_go_out_together(app: Flask, make_client: Any) -> None:
+    client = make_client(app, "2025-11-25", capabilities={"elicitation": {}, "sampling": {}, "roots": {}})
+    client.initialize()
+    answers = {
+        "elicitation/create": {"action": "decline"},
+        "sampling/createMessage": {"role": "assistant", "content": {"type": "text", "text": "hey"}, "model": "m"},
+        "roots/list": {"roots": [{"uri": "file:///x"}]},
+    }
+    client.on_request = lambda request: answers[request["method"]]
+    assert client.call_tool("everything", {}).result["content"][0]["text"] == "decline hey 1"
+
+
+def test_a_legacy_client_refusing_the_question_gives_an_error_result(app: Flask, make_client: Any) -> None:
+    client = make_client(app, "2025-06-18", capabilities={"elicitation": {}})
+    client.initialize()
+    result = client.call_tool("greet", {}).result  # the test client answers with an error by default
+    assert result["isError"] is True
+    assert "refused elicitation/create" in result["content"][0]["text"]
+
+
+def test_an_unanswered_legacy_question_times_out_with_a_clear_error(app: Flask, make_client: Any) -> None:
+    app.extensions["mcp"].settings.__dict__["client_timeout"] = 0.3  # frozen settings: test-only change
+    client = make_client(app, "2025-11-25", capabilities={"elicitation": {}})
+    client.initialize()
+    client.on_request = lambda request: (_ for _ in ()).throw(RuntimeError("never answered"))
+    client._answer_server_request = lambda request: None  # type: ignore[method-assign]
     result = client.call_tool("greet", {}).result
     assert result["isError"] is True
-    assert "2025-11-25" in result["content"][0]["text"]
+    assert "did not answer elicitation/create within 0.3 s" in result["content"][0]["text"]
+
+
+def test_a_legacy_cancellation_stops_the_tool_and_nothing_more_is_sent(make_client: Any) -> None:
+    app = Flask(__name__)
+    mcp = MCP(app)
+    progress_after_cancel: list[bool] = []
+
+    @mcp.tool
+    def slow(ctx: Context) -> str:
+        """Waits for a question, then reports progress."""
+        ctx.elicit("Go on?", NAME)
+        progress_after_cancel.append(True)
+        ctx.report_progress(1)
+        return "finished"
+
+    client = make_client(app, "2025-11-25", capabilities={"elicitation": {}})
+    client.initialize()
+
+    def cancel_then_answer(request: dict[str, Any]) -> dict[str, Any]:
+        client.notify("notifications/cancelled", {"requestId": 2, "reason": "user"})
+        return {"action": "accept", "content": {"name": "x"}}
+
+    client.on_request = cancel_then_answer
+    response = client.call_tool("slow", {}, id=2)
+    assert [m.get("method") for m in response.messages] == ["elicitation/create"]
+    assert progress_after_cancel == []
 
 
 def test_a_broad_except_in_a_tool_does_not_swallow_the_question(make_client: Any) -> None:
@@ -277,3 +343,40 @@ def test_current_session_data_is_kept_between_calls_of_a_legacy_session(make_cli
     other.initialize()
     assert other.call_tool("count", {}).result["structuredContent"]["result"] == 1
     assert make_client(app).call_tool("count", {}).result["structuredContent"]["result"] == -1
+
+
+def test_closing_a_2026_stream_cancels_the_call(make_client: Any) -> None:
+    import threading
+    import time
+
+    app = Flask(__name__)
+    mcp = MCP(app)
+    stopped_at: list[int] = []
+    done = threading.Event()
+
+    @mcp.tool
+    def ticker(ctx: Context) -> str:
+        """Reports progress for a while."""
+        step = 0
+        try:
+            for step in range(1, 500):
+                ctx.report_progress(step)
+                time.sleep(0.005)
+            return "finished"
+        finally:
+            stopped_at.append(step)
+            done.set()
+
+    client = make_client(app)
+    params = {"name": "ticker", "arguments": {}, "_meta": {**client.request_meta(), "progressToken": "t"}}
+    http = client.client.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+        headers={"Accept": "application/json, text/event-stream", **client.standard_headers("tools/call", params)},
+        buffered=False,
+    )
+    chunks = http.iter_encoded()
+    assert b"notifications/progress" in next(chunks)
+    http.close()  # the client goes away
+    assert done.wait(5)
+    assert stopped_at[0] < 499

@@ -16,7 +16,14 @@ from .meta import LOG_LEVELS, RequestMeta
 from .session import Session
 from .versions import Revision
 
-DEFAULT_LEGACY_LOG_LEVEL = "info"
+#: What a legacy session logs before any ``logging/setLevel``: nothing (the spec
+#: leaves it to the server; silence keeps ordinary calls plain JSON and cheap).
+DEFAULT_LEGACY_LOG_LEVEL: str | None = None
+
+
+class RequestCancelled(BaseException):
+    """Raised at a tool's next context call once its request is cancelled (a
+    ``BaseException`` so that a tool's ``except Exception`` does not swallow it)."""
 
 
 def log_level_reaches(level: str, threshold: str | None) -> bool:
@@ -38,9 +45,16 @@ class RequestInfo:
     meta: RequestMeta | None = None
     #: The authenticated caller, when the app authenticates requests.
     principal: str | None = None
-    #: Delivers a notification that belongs to this request (progress, logs)
-    #: ahead of its result; the HTTP layer decides how (an SSE stream).
+    #: Delivers a message that belongs to this request (progress, logs, and on
+    #: legacy sessions requests to the client) ahead of its result.
     emit: Callable[[dict[str, Any]], None] = field(default=lambda message: None)
+    #: Whether ``emit`` reaches the client live (an open event stream).
+    streaming: bool = False
+    #: True once the request is cancelled (2026: the client closed the stream;
+    #: legacy: ``notifications/cancelled``).
+    is_cancelled: Callable[[], bool] = field(default=lambda: False)
+    #: Carries answers and cancellations between workers (``None``: no bus).
+    bus: Any = None
     #: 2026-07-28 multi round-trip: the client's answers so far, by key.
     input_responses: dict[str, Any] = field(default_factory=dict)
 
@@ -53,7 +67,7 @@ class RequestInfo:
         """The lowest level the client wants logs at; ``None`` = no logs.
 
         2026-07-28: only with the request's ``_meta`` logLevel. Legacy: the
-        session's ``logging/setLevel``, else ``info`` (the server's choice).
+        session's ``logging/setLevel`` (none before it).
         """
         if self.revision.stateless:
             return self.meta.log_level if self.meta else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonrpc
+from .bus import MessageBus, Subscription, cancel_channel, reply_channel
 from .errors import (
     BadProtocolVersionHeader,
     HeaderMismatch,
@@ -26,7 +27,7 @@ from .errors import (
     SessionRequired,
     UnsupportedProtocolVersion,
 )
-from .features import RequestInfo, ToolProvider
+from .features import RequestCancelled, RequestInfo, ToolProvider
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
@@ -69,13 +70,26 @@ class Incoming:
         return _header(self.headers, "mcp-session-id") or None
 
 
+#: Methods that run application code, which may produce messages before its result.
+STREAMABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+#: Runs a deferred request: ``run(emit, stream_closed)``; ``emit`` is ``None``
+#: when nothing can reach the client before the result. ``None`` = send nothing
+#: more (the request was cancelled).
+Deferred = Callable[["Emit | None", Callable[[], bool]], "Reply | None"]
+
+
 @dataclass(slots=True)
 class Reply:
-    """What to send back: a status, extra headers, and a JSON payload or nothing."""
+    """What to send back: a status, extra headers, and a JSON payload or nothing.
+
+    ``deferred`` is set instead of ``body`` for a request that may stream: the
+    HTTP layer runs it where messages can be relayed while it works."""
 
     status: int
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    deferred: Deferred | None = None
 
 
 class Server:
@@ -90,10 +104,12 @@ class Server:
         options: ProtocolOptions | None = None,
         instructions: Instructions | None = None,
         state_key: Callable[[], bytes] | None = None,
+        bus: MessageBus | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = info
         self.sessions = sessions
+        self.bus = bus
         self.clock = clock
         self.methods = Methods(
             info=info,
@@ -206,7 +222,7 @@ class Server:
             principal=incoming.principal,
             emit=incoming.emit,
         )
-        return self._answer(message, request)
+        return self._answer(message, request, defer=True)
 
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
@@ -217,20 +233,23 @@ class Server:
             session = self._require_session(incoming)
         except MCPError as exc:
             return self._error_reply(request_id, exc, exc.http_status or 400)
-        answered = self._legacy_message(message, incoming, session)
+        answered = self._legacy_message(message, incoming, session, defer=True)
         return Reply(202) if answered is None else answered
 
     def _legacy_message(
-        self, message: Message, incoming: Incoming, session: Session
+        self, message: Message, incoming: Incoming, session: Session, defer: bool = False
     ) -> Reply | None:
         """Answer one message of an established session (``None`` = nothing to send)."""
         if isinstance(message, Notification):
-            if message.method == "notifications/initialized" and not session.initialized:
-                session.initialized = True
-                self.sessions.save(session)
+            self._legacy_notification(message, session)
             return None
         if isinstance(message, ClientResponse):
-            return None  # answers to server requests are routed by the streaming layer
+            # The answer to a request one of our tools sent: the tool may be
+            # waiting in another worker, so it travels over the bus.
+            if self.bus is not None:
+                answer = {"result": message.result, "error": message.error}
+                self.bus.publish(reply_channel(session.id, message.id), answer)
+            return None
         if message.method == "initialize":
             error = InvalidRequest("initialize must be sent alone, as the first request of a session.")
             return Reply(400, jsonrpc.error_message(message.id, error))
@@ -246,7 +265,16 @@ class Server:
             principal=incoming.principal,
             emit=incoming.emit,
         )
-        return self._answer(message, request)
+        return self._answer(message, request, defer=defer)
+
+    def _legacy_notification(self, message: Notification, session: Session) -> None:
+        if message.method == "notifications/initialized" and not session.initialized:
+            session.initialized = True
+            self.sessions.save(session)
+        elif message.method == "notifications/cancelled" and self.bus is not None:
+            request_id = message.params.get("requestId")
+            if isinstance(request_id, (str, int)):
+                self.bus.publish(cancel_channel(session.id), {"requestId": request_id})
 
     def _handle_batch(self, items: list[Any], incoming: Incoming) -> Reply:
         """JSON-RPC batches exist only in 2025-03-26."""
@@ -325,9 +353,12 @@ class Server:
         reply.headers["Mcp-Session-Id"] = session.id
         return reply
 
-    def _answer(self, message: Request, request: RequestInfo) -> Reply:
+    def _answer(self, message: Request, request: RequestInfo, defer: bool = False) -> Reply:
         """Run the method; every failure becomes a JSON-RPC error message with
-        the HTTP status (and headers) it calls for."""
+        the HTTP status (and headers) it calls for. With ``defer``, a request
+        that may stream is handed back to the HTTP layer to run instead."""
+        if defer and self._may_stream(request):
+            return Reply(200, deferred=lambda emit, closed: self._run_deferred(message, request, emit, closed))
         handler = self._handlers.get(message.method)
         try:
             if handler is None or message.method not in request.revision.core_methods:
@@ -347,6 +378,43 @@ class Server:
             error = MCPError("Internal error while serving the request; see the server log.")
             return Reply(500, jsonrpc.error_message(message.id, error))
         return Reply(200, jsonrpc.result_message(message.id, self._finish_result(result, request.revision)))
+
+    def _may_stream(self, request: RequestInfo) -> bool:
+        """Whether serving this request can send anything before its result:
+        progress or logs it asked for, or (legacy) requests to the client."""
+        if request.method not in STREAMABLE_METHODS:
+            return False
+        if request.progress_token is not None or request.log_threshold is not None:
+            return True
+        caps = request.client_capabilities
+        return not request.revision.stateless and any(k in caps for k in ("elicitation", "sampling", "roots"))
+
+    def _run_deferred(
+        self, message: Request, request: RequestInfo, emit: Emit | None, stream_closed: Callable[[], bool]
+    ) -> Reply | None:
+        request.emit = emit or _discard
+        request.streaming = emit is not None
+        request.bus = self.bus
+        session = request.session
+        subscription = None
+        if session is not None and self.bus is not None:
+            try:
+                subscription = self.bus.subscribe([cancel_channel(session.id)])
+            except StoreUnavailable:
+                logger.warning("No cancellation for this call: the message bus is unavailable")
+        # A dropped stream cancels a 2026-07-28 request; a legacy client cancels
+        # with notifications/cancelled (which may reach another worker).
+        request.is_cancelled = _cancellation(request, subscription, stream_closed)
+        try:
+            reply = self._answer(message, request)
+        except RequestCancelled:
+            return None
+        except StoreUnavailable as exc:
+            return _store_unavailable(exc)
+        finally:
+            if subscription is not None:
+                subscription.close()
+        return None if request.is_cancelled() else reply
 
     def _finish_result(self, result: dict[str, Any], revision: Revision) -> dict[str, Any]:
         if revision.result_type:
@@ -387,6 +455,31 @@ def _store_unavailable(exc: StoreUnavailable) -> Reply:
     logger.error("MCP session store unavailable: %s", exc)
     error = InternalError("Session storage is temporarily unavailable; retry the request shortly.")
     return Reply(503, jsonrpc.error_message(None, error), {"Retry-After": "1"})
+
+
+def _cancellation(
+    request: RequestInfo, subscription: Subscription | None, stream_closed: Callable[[], bool]
+) -> Callable[[], bool]:
+    """The request's ``is_cancelled`` check: polls the bus without waiting."""
+    cancelled = False
+
+    def is_cancelled() -> bool:
+        nonlocal cancelled
+        if cancelled:
+            return True
+        if request.revision.stateless and stream_closed():
+            cancelled = True
+        while subscription is not None and not cancelled:
+            try:
+                item = subscription.get(0)
+            except StoreUnavailable:
+                break
+            if item is None:
+                break
+            cancelled = item[1].get("requestId") == request.request_id
+        return cancelled
+
+    return is_cancelled
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
