@@ -35,7 +35,8 @@ def test_conformance_suite_passes_everything_outside_the_baseline(gunicorn_serve
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    server = gunicorn_server("tests.conformance.app:app", threads=16)
+    # Two workers: answers and cancellations must cross processes (through the SQLite bus).
+    server = gunicorn_server("tests.conformance.app:app", workers=2, threads=16)
     env = {
         **os.environ,
         "STRICT": "1",

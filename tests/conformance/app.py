@@ -254,3 +254,59 @@ def test_input_required_result_capabilities(ctx: Context) -> str:
         return f"elicited: {answer.action}"
     result = ctx.sample("What is your name?", max_tokens=50, key="capital_question")
     return f"sampled: {(result.get('content') or {}).get('text', '')}"
+
+
+@mcp.tool
+def test_sampling(prompt: str, ctx: Context) -> str:
+    """Asks the client's model to answer the prompt (sampling)."""
+    result = ctx.sample(prompt, max_tokens=100)
+    content = result.get("content") or {}
+    return f"LLM response: {content.get('text', '') if isinstance(content, dict) else content}"
+
+
+@mcp.tool
+def test_elicitation(message: str, ctx: Context) -> str:
+    """Asks the person for a username and an email (elicitation)."""
+    schema = {
+        "type": "object",
+        "properties": {"username": {"type": "string"}, "email": {"type": "string", "format": "email"}},
+        "required": ["username", "email"],
+    }
+    answer = ctx.elicit(message, schema)
+    return f"User response: action={answer.action}, content={answer.content}"
+
+
+@mcp.tool
+def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Asks with a form whose every field has a default (SEP-1034)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "default": True},
+        },
+    }
+    answer = ctx.elicit("Please review your details", schema)
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+@mcp.tool
+def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Asks with the five enum styles of SEP-1330."""
+    colours = ["red", "green", "blue"]
+    titled = [{"const": c, "title": c.title()} for c in colours]
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": colours},
+            "titledSingle": {"type": "string", "oneOf": titled},
+            "legacyEnum": {"type": "string", "enum": colours, "enumNames": [c.title() for c in colours]},
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": colours}},
+            "titledMulti": {"type": "array", "items": {"anyOf": titled}},
+        },
+    }
+    answer = ctx.elicit("Pick some colours", schema)
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
