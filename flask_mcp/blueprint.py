@@ -73,6 +73,12 @@ def _post() -> Response:
     body = _read_body(state.settings.max_content_length)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(_headers(), body, notifications.append)
+    if reply.listen is not None:
+        if not _accepts_stream():
+            raise NotAcceptableMedia("subscriptions/listen answers with an event stream: accept text/event-stream.")
+        bus = state.server.bus
+        assert bus is not None  # the core offers listen streams only with a bus
+        return streaming.listen(reply.listen, bus, heartbeat=state.settings.sse_heartbeat)
     if reply.deferred is not None:
         return streaming.respond(
             reply.deferred,

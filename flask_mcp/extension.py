@@ -8,18 +8,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from flask import Flask, current_app
+from flask import Flask, current_app, has_app_context
 
 from .backends import Backend, open_backend
 from .blueprint import create_blueprint
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
+from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
 from .protocol.features import RequestInfo
 from .protocol.info import ProtocolOptions, ServerInfo
 from .protocol.mrtr import state_key
 from .protocol.server import Server
 from .protocol.session import SessionStore
+from .protocol.subscriptions import list_changed_event, resource_updated_event
 from .tools import Tool, ToolRegistry
 
 logger = logging.getLogger("flask_mcp")
@@ -162,11 +164,40 @@ class MCP:
         return register if fn is None else register(fn)
 
     def add_tool(self, fn: Callable[..., Any], **options: Any) -> None:
-        """Register a tool at any time (see :meth:`tool` for the options)."""
+        """Register a tool at any time (see :meth:`tool` for the options); during
+        a request, listen streams hear that the list changed."""
         self._tools.add(Tool.from_function(fn, **options))
+        self._changed("tools")
 
     def remove_tool(self, name: str) -> None:
         self._tools.remove(name)
+        self._changed("tools")
+
+    # ------------------------------------------------------------------ change notifications
+
+    def notify_tools_changed(self) -> None:
+        """Tell every open ``subscriptions/listen`` stream, in every worker and host
+        sharing the backend, that the tool list changed. Needs an app context."""
+        self._publish(list_changed_event("tools"))
+
+    def notify_prompts_changed(self) -> None:
+        self._publish(list_changed_event("prompts"))
+
+    def notify_resources_changed(self) -> None:
+        self._publish(list_changed_event("resources"))
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell listen streams subscribed to ``uri`` (or a parent of it) that it changed."""
+        self._publish(resource_updated_event(uri))
+
+    def _changed(self, kind: str) -> None:
+        if has_app_context() and current_app.extensions.get("mcp", None) is not None:
+            self._publish(list_changed_event(kind))
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        state: MCPState = current_app.extensions["mcp"]
+        if state.backend.bus is not None:
+            state.backend.bus.publish(EVENTS_CHANNEL, event)
 
     @property
     def tools(self) -> ToolRegistry:

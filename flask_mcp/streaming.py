@@ -21,8 +21,10 @@ from flask import Response, copy_current_request_context
 
 from . import sse
 from .protocol import jsonrpc
+from .protocol.bus import EVENTS_CHANNEL, MessageBus
 from .protocol.errors import InternalError
 from .protocol.server import Deferred, Reply
+from .protocol.subscriptions import Listen
 
 logger = logging.getLogger("flask_mcp")
 
@@ -100,3 +102,26 @@ def _never() -> bool:
 def _cancelled_reply() -> Reply:
     """A request cancelled before anything was sent: an empty acceptance."""
     return Reply(202)
+
+
+def listen(subscription: Listen, bus: MessageBus, *, heartbeat: float) -> Response:
+    """A ``subscriptions/listen`` stream: the acknowledgement, then the change
+    notifications it asked for, published by any worker, until the client leaves."""
+    # Subscribe before answering, so nothing published after the ack is missed.
+    events = bus.subscribe([EVENTS_CHANNEL])
+
+    def stream() -> Iterator[bytes]:
+        try:
+            yield sse.event(jsonrpc.encode(subscription.acknowledgement()))
+            while True:
+                item = events.get(heartbeat)
+                if item is None:
+                    yield sse.comment("keep-alive")
+                    continue
+                notification = subscription.notification_for(item[1])
+                if notification is not None:
+                    yield sse.event(jsonrpc.encode(notification))
+        finally:
+            events.close()
+
+    return Response(stream(), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)

@@ -17,6 +17,7 @@ from .meta import LOG_LEVELS
 from .mrtr import STATE_LIFETIME, InputRequired, binding, seal, unseal
 from .pagination import page
 from .session import SessionStore
+from .subscriptions import RESOURCE_UPDATES
 from .versions import SUPPORTED_VERSIONS, Revision
 
 Instructions = Callable[[RequestInfo], "str | None"]
@@ -36,9 +37,12 @@ class Methods:
         options: ProtocolOptions,
         instructions: Instructions | None = None,
         state_key: Callable[[], bytes] | None = None,
+        list_changed: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = info
+        #: Change notifications can be delivered (a bus carries them to listen streams).
+        self.list_changed = list_changed
         self.tools = tools
         self.sessions = sessions
         self.options = options
@@ -60,7 +64,22 @@ class Methods:
 
     def capabilities(self, revision: Revision) -> dict[str, Any]:
         # logging: tools may log through their Context (deprecated in 2026-07-28, still served).
-        return {"logging": {}, "tools": {}}
+        capabilities: dict[str, Any] = {"logging": {}, "tools": {}}
+        if self.list_changed and revision.stateless:
+            # Delivered on subscriptions/listen streams; legacy clients would need a
+            # GET stream, which this server does not open.
+            capabilities["tools"] = {"listChanged": True}
+        return capabilities
+
+    def listen_offer(self, revision: Revision) -> frozenset[str]:
+        """The change notifications a listen stream can get: list kinds whose
+        capability says ``listChanged``, plus ``RESOURCE_UPDATES`` when resource
+        updates are delivered (``resources.subscribe``)."""
+        caps = self.capabilities(revision)
+        kinds = {kind for kind in ("tools", "prompts", "resources") if caps.get(kind, {}).get("listChanged")}
+        if caps.get("resources", {}).get("subscribe"):
+            kinds.add(RESOURCE_UPDATES)
+        return frozenset(kinds)
 
     def _instructions_for(self, request: RequestInfo) -> str | None:
         if self.instructions is None:

@@ -34,6 +34,7 @@ from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
+from .subscriptions import Listen
 from .versions import (
     DEFAULT_LEGACY_VERSION,
     LEGACY_VERSIONS,
@@ -90,6 +91,8 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     deferred: Deferred | None = None
+    #: Set for ``subscriptions/listen``: the HTTP layer holds the stream open.
+    listen: Listen | None = None
 
 
 class Server:
@@ -112,6 +115,7 @@ class Server:
         self.bus = bus
         self.clock = clock
         self.methods = Methods(
+            list_changed=bus is not None,
             info=info,
             tools=tools,
             sessions=sessions,
@@ -222,7 +226,21 @@ class Server:
             principal=incoming.principal,
             emit=incoming.emit,
         )
+        if message.method == "subscriptions/listen":
+            return self._listen(message, request)
         return self._answer(message, request, defer=True)
+
+    def _listen(self, message: Request, request: RequestInfo) -> Reply:
+        """A listen stream, when this server can deliver change notifications."""
+        offered = self.methods.listen_offer(request.revision)
+        if self.bus is None or not offered:
+            error = MethodNotFound("This server sends no change notifications (subscriptions/listen).")
+            return self._error_reply(message.id, error, request.revision.method_not_found_status)
+        try:
+            listen = Listen.from_request(message.id, message.params, offered)
+        except MCPError as exc:
+            return self._error_reply(message.id, exc, exc.http_status or 200)
+        return Reply(200, listen=listen)
 
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None

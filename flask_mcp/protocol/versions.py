@@ -58,7 +58,7 @@ class Revision:
 
 
 _LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "logging/setLevel"})
-_STATELESS_METHODS = frozenset({"server/discover", "tools/list", "tools/call"})
+_STATELESS_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
 
 REVISIONS: dict[str, Revision] = {
     "2025-03-26": Revision(

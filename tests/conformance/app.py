@@ -310,3 +310,16 @@ def test_elicitation_sep1330_enums(ctx: Context) -> str:
     }
     answer = ctx.elicit("Pick some colours", schema)
     return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+def _temporary_tool() -> str:
+    """Exists for a moment, to change the tool list."""
+    return "temporary"
+
+
+@mcp.tool
+def test_trigger_tool_change() -> str:
+    """Changes the tool list (adds and removes a tool), which listen streams hear about."""
+    mcp.add_tool(_temporary_tool, name="test_temporary_tool")
+    mcp.remove_tool("test_temporary_tool")
+    return "Tool list changed"
