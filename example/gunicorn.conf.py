@@ -1,13 +1,25 @@
-"""gunicorn settings for the example: gthread workers, so a worker serves
-several MCP requests (and, later, long-lived streams) at once."""
+"""gunicorn settings for the example.
+
+Worker class: MCP answers stream (progress, logs, questions to a legacy client,
+``subscriptions/listen``), and a streaming answer holds its worker thread for as
+long as it is open. ``gthread`` gives each worker ``threads`` of them, so
+ordinary POSTs still get through while streams are open; a request that
+streams also runs its tool in a thread of its own. For many long-lived listen
+streams, ``worker_class = "gevent"`` (``pip install gevent``) holds thousands per
+worker instead.
+
+Timeouts: idle streams send a keep-alive comment every ``MCP_SSE_HEARTBEAT``
+seconds (15 by default); with gthread the worker timeout only guards the
+master-worker heartbeat, so the default is fine; behind a proxy, its read
+timeout must outlive the heartbeat.
+"""
 
 bind = "127.0.0.1:8000"
 worker_class = "gthread"
 # Sessions live in the SQLite file of the instance folder by default, which all
 # workers of this machine share; set FLASK_MCP_BACKEND=redis://... for several hosts.
 workers = 2
-threads = 8
-# Longer than any stream heartbeat, so idle streams are not killed.
+threads = 16
 timeout = 120
 graceful_timeout = 30
 accesslog = "-"
