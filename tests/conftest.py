@@ -123,7 +123,7 @@ class GunicornServer:
     """A gunicorn master we started, stopped by its PID."""
 
     def __init__(self, app_spec: str, *, workers: int = 1, threads: int = 8, env: dict[str, str] | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, worker_class: str = "gthread") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"flask-mcp-gunicorn-{self.port}.log"
@@ -131,8 +131,9 @@ class GunicornServer:
             sys.executable, "-m", "gunicorn", app_spec,
             "--bind", f"127.0.0.1:{self.port}",
             "--workers", str(workers),
-            "--worker-class", "gthread",
-            "--threads", str(threads),
+            "--worker-class", worker_class,
+            # gunicorn silently turns a sync worker with threads > 1 into gthread.
+            *(["--threads", str(threads)] if worker_class == "gthread" else []),
             "--timeout", "60",
             "--graceful-timeout", "5",
             *(extra_args or []),
@@ -147,6 +148,7 @@ class GunicornServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self.log.close()
                 raise RuntimeError(f"gunicorn exited early:\n{self.log_path.read_text()}")
             try:
                 if requests.get(self.url + "/health", timeout=1).status_code == 200:

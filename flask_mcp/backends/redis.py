@@ -194,12 +194,14 @@ class RedisMessageBus:
 
 def client_from_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redis.Redis:
     """A client whose every call is bounded: socket timeouts of ``io_timeout``
-    and one immediate retry (for a connection Redis dropped), no backoff."""
+    and one immediate retry, no backoff, only for a connection Redis dropped
+    (not for a timeout: a Redis that stops answering must fail in ``io_timeout``)."""
     return redis.Redis.from_url(
         url,
         socket_timeout=io_timeout,
         socket_connect_timeout=io_timeout,
-        retry=Retry(NoBackoff(), 1),
+        retry=Retry(NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+        retry_on_timeout=False,
         health_check_interval=30,
     )
 
