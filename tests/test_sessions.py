@@ -16,7 +16,8 @@ LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 
 
 def _server(store: Any = None) -> Server:
-    return Server(info=ServerInfo("s", "1"), tools=ToolRegistry(), sessions=store if store is not None else MemorySessionStore())
+    sessions = store if store is not None else MemorySessionStore()
+    return Server(info=ServerInfo("s", "1"), tools=ToolRegistry(), sessions=sessions)
 
 
 def _post(server: Server, message: dict[str, Any], session: str | None = None, principal: str | None = None) -> Any:
