@@ -1,4 +1,6 @@
-"""A small bookshop exposed to AI hosts as an MCP server.
+"""A small bookshop exposed to AI hosts as an MCP server: tools, resources
+(the catalogue, and each book through a URI template), a prompt, and an MCP
+App -- a shelf view that hosts show next to search results.
 
     flask --app example.app run                      # development server
     gunicorn -c example/gunicorn.conf.py example.app:app
@@ -9,13 +11,14 @@ FLASK_MCP_PAGE_SIZE=20.
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from typing import Annotated, Literal
 
-from flask import Flask
+from flask import Flask, render_template
 from pydantic import BaseModel, Field
 
-from flask_mcp import MCP, Context, ToolError
+from flask_mcp import MCP, Context, EmbeddedResource, ToolError, UserMessage
 
 app = Flask(__name__)
 app.config.from_prefixed_env()
@@ -64,7 +67,7 @@ def instructions(ctx: Context) -> str:
     return f"You are helping a customer of the Corner Bookshop through {client}. Prices are in euros."
 
 
-@mcp.tool(annotations={"readOnlyHint": True})
+@mcp.tool(annotations={"readOnlyHint": True}, ui="ui://bookshop/shelf")
 def search_books(
     query: Annotated[str, Field(description="Words from the title or the author's name")],
     limit: Annotated[int, Field(ge=1, le=20)] = 5,
@@ -102,3 +105,48 @@ def reserve_book(isbn: str, customer: Annotated[str, Field(min_length=1)]) -> Re
 def opening_hours() -> str:
     """When the shop is open."""
     return "Monday to Saturday, 9:00 to 19:00; closed on Sundays."
+
+
+# ---------------------------------------------------------------------- resources and prompts
+
+
+@mcp.resource("bookshop://catalogue", title="Catalogue", mime_type="application/json")
+def catalogue() -> list[Book]:
+    """Every book in the shop, with its price and how many copies are in stock."""
+    return list(CATALOGUE.values())
+
+
+@mcp.resource("bookshop://books/{isbn}", name="book", title="A book", mime_type="application/json",
+              complete={"isbn": sorted(CATALOGUE)})
+def book_by_isbn(isbn: str) -> Book | None:
+    """One book, by its ISBN-13 (None: there is no such book)."""
+    return CATALOGUE.get(isbn)
+
+
+@mcp.prompt(title="Recommend a book", complete={"mood": ["adventurous", "classic", "dark", "romantic"]})
+def recommend(
+    mood: Annotated[str, Field(description="What the reader is in the mood for")],
+    budget_eur: Annotated[float, Field(description="The most the reader wants to spend, in euros")] = 15.0,
+) -> list[UserMessage]:
+    """Ask the model to pick a book from the shelf for a mood and a budget."""
+    affordable = [b.model_dump() for b in CATALOGUE.values() if b.price_eur <= budget_eur and b.in_stock]
+    shelf = EmbeddedResource("bookshop://catalogue", text=json.dumps(affordable), mime_type="application/json")
+    return [
+        UserMessage(shelf),
+        UserMessage(f"I feel {mood} and can spend up to {budget_eur:.2f} EUR. Which of these books "
+                    "would you recommend, and why?"),
+    ]
+
+
+# ---------------------------------------------------------------------- MCP App
+
+
+@mcp.ui_resource("ui://bookshop/shelf", title="Bookshop shelf", prefers_border=True)
+def shelf() -> str:
+    """The shelf view: the catalogue, then the books a search found.
+
+    It needs no network (no csp). Its domain is left on "auto": Claude's stable
+    sandbox origin for the URL the client reached this server at.
+    """
+    return render_template("shelf.html", books=[b.model_dump() for b in CATALOGUE.values()])
+

@@ -10,8 +10,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .apps import CSP, sandbox_domain
     from .asking import ElicitResult
-    from .content import Audio, EmbeddedResource, Image, ResourceLink, Text, ToolResult
+    from .completions import Completion
+    from .content import (
+        AssistantMessage,
+        Audio,
+        EmbeddedResource,
+        Image,
+        Message,
+        ResourceContents,
+        ResourceLink,
+        Text,
+        ToolResult,
+        UserMessage,
+    )
     from .context import Context, current_session
     from .errors import MCPError, ToolError
     from .extension import MCP
@@ -19,20 +32,27 @@ if TYPE_CHECKING:
     from .schema import Header
 
 __all__ = [
+    "CSP",
     "MCP",
     "SUPPORTED_VERSIONS",
+    "AssistantMessage",
     "Audio",
+    "Completion",
     "Context",
     "ElicitResult",
     "EmbeddedResource",
     "Header",
     "Image",
     "MCPError",
+    "Message",
+    "ResourceContents",
     "ResourceLink",
     "Text",
     "ToolError",
     "ToolResult",
+    "UserMessage",
     "current_session",
+    "sandbox_domain",
 ]
 
 _WHERE = {
@@ -50,6 +70,13 @@ _WHERE = {
     "Text": ".content",
     "ToolError": ".errors",
     "ToolResult": ".content",
+    "AssistantMessage": ".content",
+    "Message": ".content",
+    "ResourceContents": ".content",
+    "UserMessage": ".content",
+    "Completion": ".completions",
+    "CSP": ".apps",
+    "sandbox_domain": ".apps",
 }
 
 

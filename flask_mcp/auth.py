@@ -188,9 +188,9 @@ def require_scopes(scopes: Sequence[str], request: RequestInfo, what: str) -> No
 # ---------------------------------------------------------------------- HTTP answers
 
 
-class AuthHTTPError(MCPHTTPException):
-    """An authentication refusal: a JSON-RPC error body whose ``data`` carries
-    the OAuth error code, for clients that show the raw body."""
+class DetailedRefusal(MCPHTTPException):
+    """An HTTP refusal whose JSON-RPC error body has ``data`` (the OAuth error
+    code, a retry delay...), for clients that read it."""
 
     def __init__(self, description: str, *, data: dict[str, Any] | None = None,
                  extra_headers: dict[str, str] | None = None) -> None:
@@ -204,15 +204,15 @@ class AuthHTTPError(MCPHTTPException):
         return json.dumps({"jsonrpc": "2.0", "error": error})
 
 
-class AuthenticationRequired(AuthHTTPError, Unauthorized):
+class AuthenticationRequired(DetailedRefusal, Unauthorized):
     """No token, or one that is not valid: 401 with a ``WWW-Authenticate`` challenge."""
 
 
-class MalformedAuthorization(AuthHTTPError, BadRequest):
+class MalformedAuthorization(DetailedRefusal, BadRequest):
     """The credentials are malformed (RFC 6750 ``invalid_request``): 400."""
 
 
-class AuthorizationServerUnavailable(AuthHTTPError, ServiceUnavailable):
+class AuthorizationServerUnavailable(DetailedRefusal, ServiceUnavailable):
     """The token could not be checked now: 503 (not 401: the token may be fine)."""
 
     jsonrpc_code = ErrorCode.INTERNAL_ERROR

@@ -26,6 +26,7 @@ from .protocol.server import Reply
 from .security import check_host, check_origin
 
 if TYPE_CHECKING:
+    from .auth import Principal
     from .extension import MCPState
 
 logger = logging.getLogger("flask_mcp")
@@ -58,6 +59,26 @@ def _guard(state: MCPState) -> None:
     check_origin(request.headers.get("Origin"), request.host, request.scheme, settings)
 
 
+def _caller(state: MCPState) -> Principal | None:
+    """Authentication (400/401/503) then the endpoint's rate limit (429): step 2
+    of the spec digest's ladder. ``None`` when the app does not authenticate.
+    Refused attempts count against the caller's address, so guessing tokens
+    (or flooding the authorization server) runs into the limit too."""
+    try:
+        principal = state.authenticator.authenticate() if state.authenticator is not None else None
+    except HTTPException:
+        if state.rate_limits is not None:
+            state.rate_limits.hit_endpoint(None)
+        raise
+    if state.rate_limits is not None:
+        state.rate_limits.hit_endpoint(principal)
+    return principal
+
+
+def _subject(principal: Principal | None) -> str | None:
+    return principal.subject if principal is not None else None
+
+
 def _headers() -> dict[str, str]:
     return {name.lower(): value for name, value in request.headers.items()}
 
@@ -65,6 +86,7 @@ def _headers() -> dict[str, str]:
 def _post() -> Response:
     state = _state()
     _guard(state)
+    principal = _caller(state)
     wants_stream = _negotiate_media()
     if request.mimetype != JSON:
         raise UnsupportedContentType(
@@ -72,7 +94,10 @@ def _post() -> Response:
         )
     body = _read_body(state.settings.max_content_length)
     notifications: list[dict[str, Any]] = []
-    reply = state.server.handle_post(_headers(), body, notifications.append)
+    reply = state.server.handle_post(
+        _headers(), body, notifications.append, _subject(principal), principal,
+        endpoint_url=request.base_url,  # as the client used it (ProxyFix-aware)
+    )
     if reply.listen is not None:
         if not _accepts_stream():
             raise NotAcceptableMedia("subscriptions/listen answers with an event stream: accept text/event-stream.")
@@ -94,7 +119,7 @@ def _post() -> Response:
 def _get() -> Response:
     state = _state()
     _guard(state)
-    gone = state.server.check_get(_headers())
+    gone = state.server.check_get(_headers(), _subject(_caller(state)))
     if gone is not None:
         return _render(gone, False)
     raise MethodNotAllowedHere(
@@ -111,7 +136,7 @@ def _other() -> Response:
 def _delete() -> Response:
     state = _state()
     _guard(state)
-    return _render(state.server.handle_delete(_headers()), False)
+    return _render(state.server.handle_delete(_headers(), _subject(_caller(state))), False)
 
 
 def _health() -> Response:

@@ -4,8 +4,9 @@ object that ``init_app`` builds from them (validated once, at start-up)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 #: The configuration keys and their defaults. ``None`` means "derived".
 DEFAULTS: dict[str, Any] = {
@@ -24,6 +25,26 @@ DEFAULTS: dict[str, Any] = {
     "MCP_CLIENT_TIMEOUT": 300,  # seconds a tool waits for a legacy client's answer
     "MCP_CACHE_TTL_MS": 60_000,
     "MCP_CACHE_SCOPE": "public",
+    # Authentication, rate limits, hardening (README "Authentication", "Deploying").
+    "MCP_AUTH": False,
+    "MCP_TOKEN_VERIFIER": None,  # "presence", "introspection", "jwt", an object or a function
+    "MCP_AUTH_SERVERS": (),  # authorization server issuer URLs, for the metadata document
+    "MCP_AUTH_SCOPES": (),  # scopes_supported (default: the scopes the tools declare)
+    "MCP_RESOURCE_URL": None,  # the endpoint's canonical URL (default: from the request)
+    "MCP_AUTH_AUDIENCE": None,  # the audience tokens must name (default: MCP_RESOURCE_URL)
+    "MCP_INTROSPECTION_URL": None,
+    "MCP_INTROSPECTION_CLIENT_ID": None,
+    "MCP_INTROSPECTION_CLIENT_SECRET": None,
+    "MCP_JWKS_URL": None,
+    "MCP_JWT_ISSUER": None,
+    "MCP_JWT_ALGORITHMS": ("RS256", "ES256"),
+    "MCP_AUTH_CACHE_TTL": 60,  # seconds an introspection answer is reused
+    "MCP_AUTH_TIMEOUT": 5,  # seconds a call to the authorization server may take
+    "MCP_ACCOUNT_HEADER": "X-Account-Id",
+    "MCP_RATE_LIMIT": None,  # e.g. "120/minute", per principal (or remote address)
+    "MCP_RATE_LIMIT_STORAGE": None,  # a limits storage URI (default: the app's Limiter, Redis, memory)
+    "MCP_CORS_ORIGINS": (),  # browser origins given the CORS preset ("*": any)
+    "MCP_MAX_JSON_DEPTH": 64,
 }
 
 OriginCheck = Callable[[str], bool]
@@ -46,6 +67,25 @@ class Settings:
     cache_scope: str
     sse_heartbeat: float
     client_timeout: float
+    auth: bool
+    token_verifier: Any
+    auth_servers: tuple[str, ...]
+    auth_scopes: tuple[str, ...]
+    resource_url: str | None
+    auth_audience: str | None
+    introspection_url: str | None
+    introspection_client_id: str | None
+    introspection_client_secret: str | None = field(repr=False)
+    jwks_url: str | None
+    jwt_issuer: str | None
+    jwt_algorithms: tuple[str, ...]
+    auth_cache_ttl: float
+    auth_timeout: float
+    account_header: str
+    rate_limit: str | None
+    rate_limit_storage: str | None
+    cors_origins: tuple[str, ...]
+    max_json_depth: int
 
 
 class ConfigError(ValueError):
@@ -77,13 +117,78 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         max_content_length=int(_number(value("MCP_MAX_CONTENT_LENGTH"), "MCP_MAX_CONTENT_LENGTH", minimum=1024)),
         page_size=int(_number(value("MCP_PAGE_SIZE"), "MCP_PAGE_SIZE", minimum=1)),
         dns_rebinding_protection=bool(value("MCP_DNS_REBINDING_PROTECTION")),
-        allowed_origins=origins if callable(origins) else _strings(origins, "MCP_ALLOWED_ORIGINS"),
+        allowed_origins=_with_cors(origins if callable(origins) else _strings(origins, "MCP_ALLOWED_ORIGINS"),
+                                   _strings(value("MCP_CORS_ORIGINS"), "MCP_CORS_ORIGINS")),
         allowed_hosts=_strings(value("MCP_ALLOWED_HOSTS"), "MCP_ALLOWED_HOSTS"),
         cache_ttl_ms=int(_number(value("MCP_CACHE_TTL_MS"), "MCP_CACHE_TTL_MS", minimum=0)),
         cache_scope=scope,
         sse_heartbeat=_number(value("MCP_SSE_HEARTBEAT"), "MCP_SSE_HEARTBEAT", minimum=0.05),
         client_timeout=_number(value("MCP_CLIENT_TIMEOUT"), "MCP_CLIENT_TIMEOUT", minimum=0.1),
+        **_security_settings(value),
     )
+
+
+def _security_settings(value: Callable[[str], Any]) -> dict[str, Any]:
+    """Authentication, rate-limit and hardening keys."""
+    auth = value("MCP_AUTH")
+    if auth not in (True, False, 0, 1):
+        raise ConfigError(f"MCP_AUTH must be True or False (got {auth!r})")
+    rate_limit = value("MCP_RATE_LIMIT")
+    if rate_limit is not None and (not isinstance(rate_limit, str) or not rate_limit.strip()):
+        raise ConfigError(f"MCP_RATE_LIMIT must be a string such as '120/minute' (got {rate_limit!r})")
+    return {
+        "auth": bool(auth),
+        "token_verifier": value("MCP_TOKEN_VERIFIER"),
+        "auth_servers": tuple(_url(v, "MCP_AUTH_SERVERS") for v in _strings(value("MCP_AUTH_SERVERS"),
+                                                                             "MCP_AUTH_SERVERS")),
+        "auth_scopes": _strings(value("MCP_AUTH_SCOPES"), "MCP_AUTH_SCOPES"),
+        "resource_url": _optional_url(value("MCP_RESOURCE_URL"), "MCP_RESOURCE_URL"),
+        "auth_audience": _optional_string(value("MCP_AUTH_AUDIENCE"), "MCP_AUTH_AUDIENCE"),
+        "introspection_url": _optional_url(value("MCP_INTROSPECTION_URL"), "MCP_INTROSPECTION_URL"),
+        "introspection_client_id": _optional_string(value("MCP_INTROSPECTION_CLIENT_ID"),
+                                                    "MCP_INTROSPECTION_CLIENT_ID"),
+        "introspection_client_secret": _optional_string(value("MCP_INTROSPECTION_CLIENT_SECRET"),
+                                                        "MCP_INTROSPECTION_CLIENT_SECRET"),
+        "jwks_url": _optional_url(value("MCP_JWKS_URL"), "MCP_JWKS_URL"),
+        "jwt_issuer": _optional_string(value("MCP_JWT_ISSUER"), "MCP_JWT_ISSUER"),
+        "jwt_algorithms": _strings(value("MCP_JWT_ALGORITHMS"), "MCP_JWT_ALGORITHMS"),
+        "auth_cache_ttl": _number(value("MCP_AUTH_CACHE_TTL"), "MCP_AUTH_CACHE_TTL", minimum=0),
+        "auth_timeout": _number(value("MCP_AUTH_TIMEOUT"), "MCP_AUTH_TIMEOUT", minimum=0.01),
+        "account_header": _string(value("MCP_ACCOUNT_HEADER"), "MCP_ACCOUNT_HEADER"),
+        "rate_limit": rate_limit,
+        "rate_limit_storage": _optional_string(value("MCP_RATE_LIMIT_STORAGE"), "MCP_RATE_LIMIT_STORAGE"),
+        "cors_origins": tuple(o.rstrip("/") for o in _strings(value("MCP_CORS_ORIGINS"), "MCP_CORS_ORIGINS")),
+        "max_json_depth": int(_number(value("MCP_MAX_JSON_DEPTH"), "MCP_MAX_JSON_DEPTH", minimum=2)),
+    }
+
+
+def _optional_string(value: Any, key: str) -> str | None:
+    return None if value is None else _string(value, key)
+
+
+def _url(value: Any, key: str) -> str:
+    """An absolute http(s) URL without a fragment."""
+    parts = urlsplit(_string(value, key))
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment or "#" in value:
+        raise ConfigError(f"{key} must be an absolute http(s) URL without a fragment (got {value!r})")
+    return str(value)
+
+
+def _optional_url(value: Any, key: str) -> str | None:
+    return None if value is None else _url(value, key)
+
+
+def _with_cors(allowed: tuple[str, ...] | OriginCheck, cors: tuple[str, ...]) -> tuple[str, ...] | OriginCheck:
+    """Origins given the CORS preset may also pass the Origin check ("*": every origin)."""
+    if not cors:
+        return allowed
+    if "*" in cors:
+        return lambda origin: True
+    listed = tuple(origin.rstrip("/") for origin in cors)
+    if callable(allowed):
+        check = allowed
+        return lambda origin: origin.rstrip("/") in listed or check(origin)
+    return allowed + listed
 
 
 def _string(value: Any, key: str) -> str:

@@ -1,12 +1,16 @@
-"""Content a tool can return besides plain text and structured data."""
+"""Content a tool can return besides plain text and structured data; the
+messages a prompt returns; the contents a resource returns."""
 
 from __future__ import annotations
 
 import base64
+import json
 import mimetypes
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
 
 
 def _b64(data: bytes) -> str:
@@ -141,3 +145,73 @@ class ToolResult:
     @property
     def has_structured(self) -> bool:
         return self.structured is not _NO_STRUCTURED
+
+
+def as_block(item: Any) -> dict[str, Any]:
+    """A content block from a helper, a string (text), a block dict (kept), or
+    any other JSON-able value (its JSON as text)."""
+    if isinstance(item, Content):
+        return item.to_block()
+    if isinstance(item, str):
+        return {"type": "text", "text": item}
+    if isinstance(item, dict) and isinstance(item.get("type"), str):
+        return dict(item)
+    return {"type": "text", "text": json.dumps(to_jsonable_python(item), ensure_ascii=False, separators=(",", ":"))}
+
+
+@dataclass
+class Message:
+    """One message of a prompt: a role and one content block (a helper such as
+    :class:`Image` or :class:`EmbeddedResource`, a string, or a block dict)."""
+
+    role: Literal["user", "assistant"]
+    content: Any
+
+    def to_message(self) -> dict[str, Any]:
+        return {"role": self.role, "content": as_block(self.content)}
+
+
+class UserMessage(Message):
+    """A prompt message from the user: ``UserMessage("Review this code")``."""
+
+    def __init__(self, content: Any) -> None:
+        super().__init__("user", content)
+
+
+class AssistantMessage(Message):
+    """A prompt message from the assistant (e.g. a primed answer)."""
+
+    def __init__(self, content: Any) -> None:
+        super().__init__("assistant", content)
+
+
+@dataclass
+class ResourceContents:
+    """One item of what a resource function returns: ``text`` or binary ``blob``,
+    with its own ``mime_type``, ``uri`` (default: the URI read) and ``meta``."""
+
+    text: str | None = None
+    blob: bytes | None = None
+    mime_type: str | None = None
+    uri: str | None = None
+    meta: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (self.blob is None):
+            raise ValueError("ResourceContents needs exactly one of text= or blob=")
+
+    def to_contents(self, uri: str, mime_type: str | None = None) -> dict[str, Any]:
+        """The wire item; ``uri`` and ``mime_type`` fill what this item leaves out."""
+        item: dict[str, Any] = {"uri": self.uri or uri}
+        chosen = self.mime_type or mime_type
+        if chosen:
+            item["mimeType"] = chosen
+        if self.text is not None:
+            item["text"] = self.text
+        else:
+            assert self.blob is not None
+            item["blob"] = _b64(self.blob)
+        if self.meta:
+            item["_meta"] = dict(self.meta)
+        return item
+

@@ -7,17 +7,21 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from flask import current_app
 from werkzeug.local import LocalProxy
 
+from .accounts import resolve_account
 from .asking import ElicitResult, ask
 from .protocol.errors import MissingClientCapability
 from .protocol.features import RequestCancelled, RequestInfo, log_level_reaches
 from .protocol.meta import LOG_LEVELS
 from .protocol.mrtr import InputRequest
 from .protocol.session import Session
+
+if TYPE_CHECKING:
+    from .auth import Principal
 
 logger = logging.getLogger("flask_mcp")
 
@@ -104,6 +108,24 @@ class Context:
         """The request's ``params._meta`` as sent."""
         meta = self._request.params.get("_meta")
         return dict(meta) if isinstance(meta, dict) else {}
+
+    @property
+    def principal(self) -> Principal | None:
+        """The authenticated caller (subject, scopes, claims); ``None`` when ``MCP_AUTH`` is off."""
+        return cast("Principal | None", self._request.auth)
+
+    @property
+    def access_token(self) -> str | None:
+        """The caller's bearer token, for tools that check or forward it themselves."""
+        principal = self._request.auth
+        return getattr(principal, "token", None) or None
+
+    @property
+    def account(self) -> str | None:
+        """The account this call acts for: ``_meta["com.flask-mcp/account"]``, else an
+        ``account_id`` argument, else the ``X-Account-Id`` header (``MCP_ACCOUNT_HEADER``).
+        It is the client's claim: check ``principal`` may act for it."""
+        return resolve_account(self._request, current_app.extensions["mcp"].settings.account_header)
 
     @property
     def cancelled(self) -> bool:

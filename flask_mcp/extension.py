@@ -10,6 +10,9 @@ from typing import Any, TypeVar, overload
 
 from flask import Flask, current_app, has_app_context
 
+from . import hardening
+from .apps import tool_meta
+from .auth import Authenticator, Principal, TokenVerifier, as_verifier, register_metadata
 from .backends import Backend, open_backend
 from .blueprint import create_blueprint
 from .config import DEFAULTS, ConfigError, Settings, load_settings
@@ -22,7 +25,10 @@ from .protocol.mrtr import state_key
 from .protocol.server import Server
 from .protocol.session import SessionStore
 from .protocol.subscriptions import list_changed_event, resource_updated_event
+from .ratelimit import RateLimits
+from .surface import ServerSurface
 from .tools import Tool, ToolRegistry
+from .verifiers import verifier_from_settings
 
 logger = logging.getLogger("flask_mcp")
 
@@ -38,13 +44,15 @@ class MCPState:
     settings: Settings
     server: Server
     backend: Backend
+    authenticator: Authenticator | None = None
+    rate_limits: RateLimits | None = None
 
     @property
     def sessions(self) -> SessionStore:
         return self.backend.sessions
 
 
-class MCP:
+class MCP(ServerSurface):
     """Turns a Flask app into an MCP server.
 
     ``mcp = MCP(app)``, or ``mcp = MCP()`` then ``mcp.init_app(app)``. Keyword
@@ -70,6 +78,8 @@ class MCP:
         self._icons = tuple(dict(icon) for icon in icons or ())
         self._instructions: InstructionsSource | None = instructions
         self._tools = ToolRegistry()
+        self._init_surface(self._changed)  # resources, prompts, completions (surface.py)
+        self._token_verifier: TokenVerifier | None = None
         self.blueprint = create_blueprint()
         if app is not None:
             self.init_app(app)
@@ -83,7 +93,12 @@ class MCP:
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
         settings = load_settings(app.config, self._overrides, app.name)
+        verifier = verifier_from_settings(settings)
         backend = _open_backend(app, settings)
+        try:
+            rate_limits = RateLimits(settings, backend)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         info = ServerInfo(
             name=settings.name,
             version=settings.version,
@@ -101,13 +116,30 @@ class MCP:
                 page_size=settings.page_size,
                 ttl_ms=settings.cache_ttl_ms,
                 cache_scope=settings.cache_scope,
+                max_json_depth=settings.max_json_depth,
             ),
             instructions=lambda request: self._instructions_for(request, static_instructions),
             state_key=_request_state_key,
             bus=backend.bus,
+            resources=self._resources,
+            prompts=self._prompts,
+            completions=self._completions,
         )
-        app.extensions["mcp"] = MCPState(self, settings, server, backend)
+        authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
+        app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
+        register_metadata(app, settings)  # RFC 9728, when MCP_AUTH is on
+        rate_limits.install(app, self.blueprint)
+        hardening.install(app, [self.blueprint])  # CSRF exemption, CORS preset
+
+    # ------------------------------------------------------------------ authentication
+
+    def token_verifier(self, fn: Callable[[str], Principal | None]) -> Callable[[str], Principal | None]:
+        """Check bearer tokens with ``fn(token) -> Principal | None`` (or an object
+        with ``verify(token)``) when ``MCP_AUTH`` is on; beats ``MCP_TOKEN_VERIFIER``.
+        Return ``None`` or raise :class:`~flask_mcp.auth.InvalidToken` to refuse (401)."""
+        self._token_verifier = as_verifier(fn)
+        return fn
 
     # ------------------------------------------------------------------ tools
 
@@ -126,6 +158,10 @@ class MCP:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
+        rate_limit: str | None = None,
+        ui: str | None = None,
+        visibility: Sequence[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -139,6 +175,10 @@ class MCP:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
+        rate_limit: str | None = None,
+        ui: str | None = None,
+        visibility: Sequence[str] | None = None,
     ) -> Any:
         """Register a function as a tool; the function is returned unchanged.
 
@@ -146,6 +186,10 @@ class MCP:
         (default: the docstring), ``annotations`` (``readOnlyHint``...), ``icons``,
         ``meta`` and ``input_schema`` (a raw JSON Schema that replaces the one
         built from type hints; you then validate the arguments yourself).
+        ``scopes``: what the caller's token must grant (others get 403 and do not
+        see the tool listed); ``rate_limit``: calls per caller, e.g. ``"10/minute"``.
+        ``ui``: the ``ui://`` view (``@mcp.ui_resource``) that hosts show with its
+        results, and ``visibility``: who may call it, ``["model", "app"]`` (default).
         """
         options: dict[str, Any] = {
             "name": name,
@@ -155,6 +199,10 @@ class MCP:
             "icons": icons,
             "meta": meta,
             "input_schema": input_schema,
+            "scopes": scopes,
+            "rate_limit": rate_limit,
+            "ui": ui,
+            "visibility": visibility,
         }
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -163,9 +211,16 @@ class MCP:
 
         return register if fn is None else register(fn)
 
-    def add_tool(self, fn: Callable[..., Any], **options: Any) -> None:
+    def add_tool(
+        self, fn: Callable[..., Any], *, ui: str | None = None, visibility: Sequence[str] | None = None,
+        **options: Any,
+    ) -> None:
         """Register a tool at any time (see :meth:`tool` for the options); during
         a request, listen streams hear that the list changed."""
+        if ui is not None:
+            options["meta"] = tool_meta(ui, visibility, options.get("meta"))
+        elif visibility is not None:
+            raise ValueError("visibility= applies to a tool with a view: give ui= too")
         self._tools.add(Tool.from_function(fn, **options))
         self._changed("tools")
 

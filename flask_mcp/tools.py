@@ -11,14 +11,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flask import current_app
 from pydantic_core import to_jsonable_python
 
+from .auth import permits, require_scopes, validate_scopes
 from .content import Content, ToolResult
 from .context import Context, serving
 from .errors import ToolError
 from .protocol.errors import MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
 from .protocol.headers import HeaderParam, collect_header_params
+from .ratelimit import parse_limit
 from .schema import InputSpec, OutputSpec, build_input, build_output, describe
 
 logger = logging.getLogger("flask_mcp")
@@ -36,6 +39,10 @@ class Tool:
     input: InputSpec | None
     output: OutputSpec | None
     header_params: tuple[HeaderParam, ...] = field(default=())
+    #: Scopes the caller's token must grant (``@mcp.tool(scopes=[...])``).
+    scopes: tuple[str, ...] = ()
+    #: Per-caller call limits (``@mcp.tool(rate_limit="10/minute")``), parsed.
+    rate_limit: tuple[Any, ...] = ()
 
     @classmethod
     def from_function(
@@ -49,12 +56,16 @@ class Tool:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
+        rate_limit: str | None = None,
     ) -> Tool:
         tool_name = name or fn.__name__
         if not _NAME.match(tool_name):
             raise ValueError(
                 f"Invalid tool name {tool_name!r}: use 1-128 letters, digits, '_', '-' or '.'"
             )
+        required = validate_scopes(scopes, f"Tool {tool_name!r}")
+        limits = parse_limit(rate_limit, f"Tool {tool_name!r}") if rate_limit is not None else ()
         summary, _ = describe(fn)
         if input_schema is not None:
             if input_schema.get("type") != "object":
@@ -82,9 +93,15 @@ class Tool:
             header_params = collect_header_params(schema)
         except ValueError as exc:
             raise ValueError(f"Tool {tool_name!r}: {exc}") from None
-        return cls(tool_name, fn, definition, spec, output, header_params)
+        return cls(tool_name, fn, definition, spec, output, header_params, required, limits)
+
+    def visible_to(self, request: RequestInfo) -> bool:
+        return permits(self.scopes, request)
 
     def invoke(self, arguments: dict[str, Any], request: RequestInfo) -> ToolOutcome:
+        require_scopes(self.scopes, request, f"Tool {self.name!r}")  # 403 insufficient_scope
+        if self.rate_limit:
+            current_app.extensions["mcp"].rate_limits.hit_tool(self.name, self.rate_limit, request)  # 429
         kwargs = self._arguments(arguments)
         if self.input is not None and self.input.context_param:
             kwargs[self.input.context_param] = Context(request)

@@ -37,6 +37,14 @@ RESULT_DEFINITIONS = {
     "tools/list": "ListToolsResult",
     "tools/call": "CallToolResult",
     "server/discover": "DiscoverResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "completion/complete": "CompleteResult",
 }
 
 NOTIFICATION_DEFINITIONS = {

@@ -45,6 +45,9 @@ class RequestInfo:
     meta: RequestMeta | None = None
     #: The authenticated caller, when the app authenticates requests.
     principal: str | None = None
+    #: Everything the HTTP layer learned about that caller (a ``Principal``:
+    #: scopes, expiry, claims); ``None`` when the app does not authenticate.
+    auth: Any = None
     #: Delivers a message that belongs to this request (progress, logs, and on
     #: legacy sessions requests to the client) ahead of its result.
     emit: Callable[[dict[str, Any]], None] = field(default=lambda message: None)
@@ -57,6 +60,9 @@ class RequestInfo:
     bus: Any = None
     #: 2026-07-28 multi round-trip: the client's answers so far, by key.
     input_responses: dict[str, Any] = field(default_factory=dict)
+    #: The endpoint's URL as the client used it (scheme, host, path; no query),
+    #: from the HTTP layer; ``None`` when unknown.
+    endpoint_url: str | None = None
 
     @property
     def protocol_version(self) -> str:
@@ -108,6 +114,9 @@ class ToolEntry(Protocol):
 
     def invoke(self, arguments: dict[str, Any], request: RequestInfo) -> ToolOutcome:
         """Validate, call, convert. Raises :class:`InvalidToolArguments` or an MCPError."""
+
+    def visible_to(self, request: RequestInfo) -> bool:
+        """Whether ``tools/list`` shows this tool to the caller (asked only when ``request.auth`` is set)."""
 
 
 class ToolProvider(Protocol):

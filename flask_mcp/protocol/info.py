@@ -37,3 +37,4 @@ class ProtocolOptions:
     page_size: int = 100
     ttl_ms: int = 60_000
     cache_scope: str = "public"
+    max_json_depth: int = 64

@@ -10,6 +10,12 @@ from .errors import InvalidRequest, MCPError, ParseError
 
 RequestId = str | int
 
+#: Hardening limits (cheap to check, generous for real clients).
+MAX_JSON_DEPTH = 64
+MAX_ID_LENGTH = 256
+MAX_METHOD_LENGTH = 128
+_MAX_INT_ID = 2**63 - 1
+
 
 @dataclass(slots=True)
 class Request:
@@ -40,14 +46,34 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_body(body: bytes) -> Any:
-    """Decode a POST body; anything that is not JSON is a parse error."""
+def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Decode a POST body; anything that is not JSON is a parse error, and
+    JSON nested more than ``max_depth`` levels is refused (``-32600``)."""
     if not body.strip():
         raise ParseError("Empty request body: send one JSON-RPC message as JSON.")
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        # The C parser itself stops at the interpreter's recursion limit.
+        payload = json.loads(body, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"The request body is not valid JSON: {_short(exc)}") from None
+    # Only a body with more brackets than the limit can be too deep (cheap, C speed).
+    if body.count(b"[") + body.count(b"{") > max_depth and _deeper_than(payload, max_depth):
+        raise InvalidRequest(f"The request body is nested more than {max_depth} levels deep.")
+    return payload
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def _short(exc: Exception) -> str:
@@ -66,7 +92,9 @@ def readable_id(obj: Any) -> RequestId | None:
 
 
 def _valid_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    if isinstance(value, str):
+        return len(value) <= MAX_ID_LENGTH
+    return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT_ID <= value <= _MAX_INT_ID
 
 
 def classify(obj: Any) -> Message:
@@ -77,11 +105,15 @@ def classify(obj: Any) -> Message:
         raise InvalidRequest('A JSON-RPC message must carry "jsonrpc": "2.0".')
     has_id = "id" in obj
     if has_id and not _valid_id(obj["id"]):
-        raise InvalidRequest("A JSON-RPC id must be a string or an integer (not null).")
+        raise InvalidRequest(
+            f"A JSON-RPC id must be a string of at most {MAX_ID_LENGTH} characters or a 64-bit integer (not null)."
+        )
     if "method" in obj:
         method = obj["method"]
         if not isinstance(method, str) or not method:
             raise InvalidRequest('"method" must be a non-empty string.')
+        if len(method) > MAX_METHOD_LENGTH:
+            raise InvalidRequest(f'"method" is longer than {MAX_METHOD_LENGTH} characters: no MCP method is.')
         params = obj.get("params", {})
         if params is None:
             params = {}

@@ -1,22 +1,26 @@
 """The MCP methods the core serves, and how their results are shaped per
 revision: lifecycle (``initialize``, ``ping``, ``server/discover``), logging
-level, tools, and the 2026-07-28 multi round-trip glue."""
+level and tools here; resources, prompts and completion in modules of their
+own, gathered into one table."""
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import InternalError, InvalidParams, MissingClientCapability
+from .errors import InvalidParams, MissingClientCapability
 from .features import InvalidToolArguments, RequestInfo, ToolOutcome, ToolProvider
 from .headers import check_param_headers
 from .info import ProtocolOptions, ServerInfo
 from .meta import LOG_LEVELS
-from .mrtr import STATE_LIFETIME, InputRequired, binding, seal, unseal
 from .pagination import page
+from .prompt_methods import CompletionMethods, PromptMethods
+from .providers import CompletionProvider, PromptProvider, ResourceProvider
+from .resource_methods import ResourceMethods
+from .rounds import Interim, RoundTrips
 from .session import SessionStore
+from .shaping import block_for
 from .subscriptions import RESOURCE_UPDATES
 from .versions import SUPPORTED_VERSIONS, Revision
 
@@ -38,6 +42,9 @@ class Methods:
         instructions: Instructions | None = None,
         state_key: Callable[[], bytes] | None = None,
         list_changed: bool = False,
+        resources: ResourceProvider | None = None,
+        prompts: PromptProvider | None = None,
+        completions: CompletionProvider | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = info
@@ -50,6 +57,12 @@ class Methods:
         self.state_key = state_key
         self.clock = clock
         self._tool_listings: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self.rounds = RoundTrips(state_key, lambda: self.clock())  # self.clock may be replaced (tests)
+        self.features = (
+            ResourceMethods(resources, options=options, rounds=self.rounds, sessions=sessions),
+            PromptMethods(prompts, options=options, rounds=self.rounds, sessions=sessions),
+            CompletionMethods(completions),
+        )
 
     def table(self) -> dict[str, Handler]:
         """Method name -> handler (each revision says which of them it offers)."""
@@ -60,7 +73,7 @@ class Methods:
             "logging/setLevel": self.set_level,
             "tools/list": self.list_tools,
             "tools/call": self.call_tool,
-        }
+        } | {method: handler for feature in self.features for method, handler in feature.table().items()}
 
     def capabilities(self, revision: Revision) -> dict[str, Any]:
         # logging: tools may log through their Context (deprecated in 2026-07-28, still served).
@@ -69,6 +82,10 @@ class Methods:
             # Delivered on subscriptions/listen streams; legacy clients would need a
             # GET stream, which this server does not open.
             capabilities["tools"] = {"listChanged": True}
+        live = self.list_changed and revision.stateless
+        for feature in self.features:  # resources, prompts, completions: once registered
+            for key, value in feature.capabilities(revision, live).items():
+                capabilities[key] = {**capabilities.get(key, {}), **value} if key == "extensions" else value
         return capabilities
 
     def listen_offer(self, revision: Revision) -> frozenset[str]:
@@ -136,12 +153,17 @@ class Methods:
         return listing
 
     def list_tools(self, request: RequestInfo) -> dict[str, Any]:
-        tools, next_cursor = page(self._tool_listing(request.revision), request.params.get("cursor"),
-                                  self.options.page_size)
+        listing = self._tool_listing(request.revision)
+        if request.auth is not None:  # each caller sees what it may call: filtered after the cache
+            listing = [t for t in listing if (e := self.tools.find(t["name"])) is not None and e.visible_to(request)]
+        tools, next_cursor = page(listing, request.params.get("cursor"), self.options.page_size)
         result: dict[str, Any] = {"tools": tools}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
-        return self._with_cache_hints(result, request.revision)
+        result = self._with_cache_hints(result, request.revision)
+        if request.auth is not None and "cacheScope" in result:
+            result["cacheScope"] = "private"  # the list depends on the caller's token
+        return result
 
     def call_tool(self, request: RequestInfo) -> dict[str, Any]:
         params = request.params
@@ -157,20 +179,12 @@ class Methods:
         if tool is None:
             raise InvalidParams(f"Unknown tool {name!r}: call tools/list for the tools this server offers.")
         revision = request.revision
-        bound_to = ""
-        if revision.stateless:
-            if tool.header_params:
-                check_param_headers(request.headers, tool.header_params, arguments)
-            bound_to = binding(name, arguments, request.principal)
-            request.input_responses = self._input_responses(params, bound_to)
-        session = request.session
-        snapshot = copy.deepcopy(session.data) if session is not None else None
+        if revision.stateless and tool.header_params:
+            check_param_headers(request.headers, tool.header_params, arguments)
         try:
-            outcome = tool.invoke(arguments, request)
-            if session is not None and session.data != snapshot:
-                self.sessions.save(session)  # the tool changed the session's app data
-        except InputRequired as needed:
-            return self._input_required(needed, request, bound_to)
+            outcome = self.rounds.run(
+                request, name, arguments, lambda: tool.invoke(arguments, request), self.sessions
+            )
         except InvalidToolArguments as exc:
             if not revision.argument_errors_as_results:
                 raise InvalidParams(exc.message, data={"errors": exc.details}) from None
@@ -179,39 +193,13 @@ class Methods:
             if revision.stateless:
                 raise
             outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
+        if isinstance(outcome, Interim):
+            return outcome.result
         return _shape_tool_result(outcome, revision)
-
-    # ------------------------------------------------------------------ multi round-trip
-
-    def _key(self) -> bytes:
-        if self.state_key is None:
-            raise InternalError("This server cannot ask clients for input: it has no key to seal requestState.")
-        return self.state_key()
-
-    def _input_responses(self, params: dict[str, Any], bound_to: str) -> dict[str, Any]:
-        """Earlier rounds' answers (from our sealed state) plus this round's."""
-        answers: dict[str, Any] = {}
-        if params.get("requestState") is not None:
-            payload = unseal(params["requestState"], self._key(), bound_to=bound_to, now=self.clock())
-            answers.update(payload.get("answers") or {})
-        fresh = params.get("inputResponses")
-        if isinstance(fresh, dict):
-            answers.update(fresh)
-        return answers
-
-    def _input_required(self, needed: InputRequired, request: RequestInfo, bound_to: str) -> dict[str, Any]:
-        if not request.revision.stateless:
-            raise InternalError("Input requests outside 2026-07-28 travel on the response stream.")
-        state = {"bind": bound_to, "exp": self.clock() + STATE_LIFETIME, "answers": request.input_responses}
-        return {
-            "resultType": "input_required",
-            "inputRequests": {r.key: r.to_wire() for r in needed.requests},
-            "requestState": seal(state, self._key()),
-        }
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
-    content = [_block_for(block, revision) for block in outcome.content]
+    content = [block_for(block, revision) for block in outcome.content]
     result: dict[str, Any] = {"content": content}
     if outcome.has_structured and revision.structured_output:
         result["structuredContent"] = outcome.structured
@@ -220,24 +208,3 @@ def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, An
     if outcome.meta:
         result["_meta"] = dict(outcome.meta)
     return result
-
-
-def _block_for(block: dict[str, Any], revision: Revision) -> dict[str, Any]:
-    """A content block as this revision knows it: unknown types as text, and
-    no block ``_meta`` or ``annotations.lastModified`` where they do not exist."""
-    if block.get("type") not in revision.content_types:
-        block = _as_text_block(block)
-    if not revision.content_meta:
-        annotations = block.get("annotations")
-        block = {k: v for k, v in block.items() if k != "_meta"}
-        if isinstance(annotations, dict) and "lastModified" in annotations:
-            block["annotations"] = {k: v for k, v in annotations.items() if k != "lastModified"}
-    return block
-
-
-def _as_text_block(block: dict[str, Any]) -> dict[str, Any]:
-    """Older revisions lack some block types (resource links): say it in text."""
-    if block.get("type") == "resource_link":
-        label = block.get("title") or block.get("name") or block.get("uri")
-        return {"type": "text", "text": f"{label}: {block.get('uri')}"}
-    return {"type": "text", "text": str(block)}

@@ -1,12 +1,12 @@
 """Multi round-trip requests (2026-07-28): how a stateless server asks the
 client for input.
 
-A tool that needs an answer stops with :class:`InputRequired`; the client gets
-an ``input_required`` result listing ``inputRequests`` and a sealed
-``requestState``, and retries the call with ``inputResponses``. The state
-carries the answers of earlier rounds and is bound, by HMAC, to the tool, its
-arguments, the caller and an expiry: the client cannot forge or replay it
-elsewhere.
+A tool (or a prompt, or a resource) that needs an answer stops with
+:class:`InputRequired`; the client gets an ``input_required`` result listing
+``inputRequests`` and a sealed ``requestState``, and retries the request with
+``inputResponses``. The state carries the answers of earlier rounds and is
+bound, by HMAC, to the method, its target, the arguments, the caller and an
+expiry: the client cannot forge or replay it elsewhere.
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ class InputRequired(BaseException):
         self.requests = requests
 
 
-def binding(tool: str, arguments: dict[str, Any], principal: str | None) -> str:
-    """What a state is valid for: this tool, these arguments, this caller."""
-    canonical = json.dumps([tool, arguments, principal], sort_keys=True, separators=(",", ":"))
+def binding(method: str, target: str, arguments: dict[str, Any], principal: str | None) -> str:
+    """What a state is valid for: this method (``tools/call``, ``prompts/get``,
+    ``resources/read``), on this tool, prompt or URI, with these arguments, for this caller."""
+    canonical = json.dumps([method, target, arguments, principal], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -33,6 +33,7 @@ from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
+from .providers import CompletionProvider, PromptProvider, ResourceProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .subscriptions import Listen
 from .versions import (
@@ -61,6 +62,8 @@ class Incoming:
     headers: Mapping[str, str]
     emit: Emit
     principal: str | None
+    auth: Any = None
+    endpoint_url: str | None = None
 
     @property
     def header_version(self) -> str | None:
@@ -108,6 +111,9 @@ class Server:
         instructions: Instructions | None = None,
         state_key: Callable[[], bytes] | None = None,
         bus: MessageBus | None = None,
+        resources: ResourceProvider | None = None,
+        prompts: PromptProvider | None = None,
+        completions: CompletionProvider | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = info
@@ -122,6 +128,9 @@ class Server:
             options=options or ProtocolOptions(),
             instructions=instructions,
             state_key=state_key,
+            resources=resources,
+            prompts=prompts,
+            completions=completions,
             clock=clock,
         )
         self._handlers = self.methods.table()
@@ -134,11 +143,16 @@ class Server:
         body: bytes,
         emit: Emit | None = None,
         principal: str | None = None,
+        auth: Any = None,
+        endpoint_url: str | None = None,
     ) -> Reply:
         """Answer one POST. ``headers`` maps lower-case names to values; ``emit``
         receives the notifications a request produces before its result;
-        ``principal`` names the authenticated caller (sessions are bound to it)."""
-        incoming = Incoming(headers, emit or _discard, principal)
+        ``principal`` names the authenticated caller (sessions are bound to it)
+        and ``auth`` is all the HTTP layer knows about it (scopes, claims);
+        ``endpoint_url`` is the URL the client posted to (MCP Apps derive a
+        sandbox domain from it)."""
+        incoming = Incoming(headers, emit or _discard, principal, auth, endpoint_url)
         try:
             return self._handle_post(incoming, body)
         except StoreUnavailable as exc:
@@ -146,7 +160,7 @@ class Server:
 
     def _handle_post(self, incoming: Incoming, body: bytes) -> Reply:
         try:
-            payload = jsonrpc.parse_body(body)
+            payload = jsonrpc.parse_body(body, self.methods.options.max_json_depth)
         except MCPError as exc:
             return self._error_reply(None, exc, 400)
         if isinstance(payload, list):
@@ -157,7 +171,10 @@ class Server:
             return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
         if _is_stateless(message, incoming.header_version):
             return self._handle_stateless(message, incoming)
-        return self._handle_legacy(message, incoming)
+        try:
+            return self._handle_legacy(message, incoming)
+        except StoreUnavailable as exc:
+            return _store_unavailable(exc, message.id if isinstance(message, Request) else None)
 
     def check_get(self, headers: Mapping[str, str], principal: str | None = None) -> Reply | None:
         """A GET naming an unknown or ended session learns so (404); any other GET
@@ -224,7 +241,9 @@ class Server:
             client_capabilities=meta.client_capabilities,
             meta=meta,
             principal=incoming.principal,
+            auth=incoming.auth,
             emit=incoming.emit,
+            endpoint_url=incoming.endpoint_url,
         )
         if message.method == "subscriptions/listen":
             return self._listen(message, request)
@@ -281,7 +300,9 @@ class Server:
             client_capabilities=session.client_capabilities,
             session=session,
             principal=incoming.principal,
+            auth=incoming.auth,
             emit=incoming.emit,
+            endpoint_url=incoming.endpoint_url,
         )
         return self._answer(message, request, defer=defer)
 
@@ -362,7 +383,9 @@ class Server:
             client_capabilities=session.client_capabilities,
             session=session,
             principal=incoming.principal,
+            auth=incoming.auth,
             emit=incoming.emit,
+            endpoint_url=incoming.endpoint_url,
         )
         reply = self._answer(message, request)
         if "error" in reply.body:
@@ -468,11 +491,11 @@ class Server:
             )
         return session
 
-def _store_unavailable(exc: StoreUnavailable) -> Reply:
+def _store_unavailable(exc: StoreUnavailable, request_id: RequestId | None = None) -> Reply:
     """503: the session store is down; one log line, no traceback, retry later."""
     logger.error("MCP session store unavailable: %s", exc)
     error = InternalError("Session storage is temporarily unavailable; retry the request shortly.")
-    return Reply(503, jsonrpc.error_message(None, error), {"Retry-After": "1"})
+    return Reply(503, jsonrpc.error_message(request_id, error), {"Retry-After": "1"})
 
 
 def _cancellation(

@@ -24,6 +24,13 @@ DEFAULT_LEGACY_VERSION = "2025-03-26"
 _BASE_TOOL_FIELDS = frozenset({"name", "description", "inputSchema", "annotations"})
 _BASE_IMPLEMENTATION_FIELDS = frozenset({"name", "version"})
 _BASE_CONTENT = frozenset({"text", "image", "audio", "resource"})
+_BASE_RESOURCE_FIELDS = frozenset({"uri", "name", "description", "mimeType", "size", "annotations"})
+_BASE_TEMPLATE_FIELDS = frozenset({"uriTemplate", "name", "description", "mimeType", "annotations"})
+_BASE_PROMPT_FIELDS = frozenset({"name", "description", "arguments"})
+_BASE_PROMPT_ARGUMENT_FIELDS = frozenset({"name", "description", "required"})
+#: What 2025-06-18 added to resources, templates and prompts; 2025-11-25 then added icons.
+_TITLED = frozenset({"title", "_meta"})
+_ICONS = frozenset({"icons"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +59,37 @@ class Revision:
     cache_hints: bool
     #: HTTP status of a ``-32601`` answer (legacy clients read 404 as "session gone").
     method_not_found_status: int
-    #: Methods handled by the core in this revision (feature methods are added by
-    #: the features that serve them).
+    #: Keys a ``Resource`` (``resources/list``) may carry.
+    resource_fields: frozenset[str]
+    #: Keys a ``ResourceTemplate`` (``resources/templates/list``) may carry.
+    template_fields: frozenset[str]
+    #: Keys a ``Prompt`` (``prompts/list``) may carry.
+    prompt_fields: frozenset[str]
+    #: Keys each of a prompt's ``arguments`` may carry.
+    prompt_argument_fields: frozenset[str]
+    #: ``completion/complete`` carries ``context.arguments`` (the other arguments so far).
+    completion_context: bool
+    #: JSON-RPC code of ``resources/read`` for an unknown URI: ``-32002`` until
+    #: 2025-11-25, ``-32602`` (SEP-2164) in 2026-07-28.
+    resource_not_found_code: int
+    #: Every method served in this revision.
     core_methods: frozenset[str]
 
 
-_LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "logging/setLevel"})
-_STATELESS_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
+#: Resources, prompts and completion, in both eras (each answers -32601 while
+#: nothing of its kind is registered, as its capability is then not advertised).
+_CATALOG_METHODS = frozenset(
+    {"resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get",
+     "completion/complete"}
+)
+_LEGACY_METHODS = frozenset(
+    {"initialize", "ping", "tools/list", "tools/call", "logging/setLevel", "resources/subscribe",
+     "resources/unsubscribe"}
+) | _CATALOG_METHODS
+# 2026-07-28 replaced resources/subscribe and unsubscribe with subscriptions/listen.
+_STATELESS_METHODS = (
+    frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"}) | _CATALOG_METHODS
+)
 
 REVISIONS: dict[str, Revision] = {
     "2025-03-26": Revision(
@@ -74,6 +105,12 @@ REVISIONS: dict[str, Revision] = {
         result_type=False,
         cache_hints=False,
         method_not_found_status=200,
+        resource_fields=_BASE_RESOURCE_FIELDS,
+        template_fields=_BASE_TEMPLATE_FIELDS,
+        prompt_fields=_BASE_PROMPT_FIELDS,
+        prompt_argument_fields=_BASE_PROMPT_ARGUMENT_FIELDS,
+        completion_context=False,
+        resource_not_found_code=-32002,
         core_methods=_LEGACY_METHODS,
     ),
     "2025-06-18": Revision(
@@ -89,6 +126,12 @@ REVISIONS: dict[str, Revision] = {
         result_type=False,
         cache_hints=False,
         method_not_found_status=200,
+        resource_fields=_BASE_RESOURCE_FIELDS | _TITLED,
+        template_fields=_BASE_TEMPLATE_FIELDS | _TITLED,
+        prompt_fields=_BASE_PROMPT_FIELDS | _TITLED,
+        prompt_argument_fields=_BASE_PROMPT_ARGUMENT_FIELDS | {"title"},
+        completion_context=True,
+        resource_not_found_code=-32002,
         core_methods=_LEGACY_METHODS,
     ),
     "2025-11-25": Revision(
@@ -105,6 +148,12 @@ REVISIONS: dict[str, Revision] = {
         result_type=False,
         cache_hints=False,
         method_not_found_status=200,
+        resource_fields=_BASE_RESOURCE_FIELDS | _TITLED | _ICONS,
+        template_fields=_BASE_TEMPLATE_FIELDS | _TITLED | _ICONS,
+        prompt_fields=_BASE_PROMPT_FIELDS | _TITLED | _ICONS,
+        prompt_argument_fields=_BASE_PROMPT_ARGUMENT_FIELDS | {"title"},
+        completion_context=True,
+        resource_not_found_code=-32002,
         core_methods=_LEGACY_METHODS,
     ),
     "2026-07-28": Revision(
@@ -121,6 +170,12 @@ REVISIONS: dict[str, Revision] = {
         result_type=True,
         cache_hints=True,
         method_not_found_status=404,
+        resource_fields=_BASE_RESOURCE_FIELDS | _TITLED | _ICONS,
+        template_fields=_BASE_TEMPLATE_FIELDS | _TITLED | _ICONS,
+        prompt_fields=_BASE_PROMPT_FIELDS | _TITLED | _ICONS,
+        prompt_argument_fields=_BASE_PROMPT_ARGUMENT_FIELDS | {"title"},
+        completion_context=True,
+        resource_not_found_code=-32602,
         core_methods=_STATELESS_METHODS,
     ),
 }

@@ -8,6 +8,7 @@ built only with flask-mcp's public API. Other checks start it by this path:
 from __future__ import annotations
 
 import io
+import json
 import struct
 import time
 import wave
@@ -16,7 +17,7 @@ from typing import Annotated, Any
 
 from flask import Flask
 
-from flask_mcp import MCP, Audio, Context, EmbeddedResource, Header, Image, ToolError
+from flask_mcp import MCP, Audio, Context, EmbeddedResource, Header, Image, ToolError, UserMessage
 
 app = Flask(__name__)
 # Seals the 2026-07-28 requestState; a real deployment sets its own secret.
@@ -323,3 +324,99 @@ def test_trigger_tool_change() -> str:
     mcp.add_tool(_temporary_tool, name="test_temporary_tool")
     mcp.remove_tool("test_temporary_tool")
     return "Tool list changed"
+
+
+# ---------------------------------------------------------------------- resources
+
+
+@mcp.resource("test://static-text", name="static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@mcp.resource("test://static-binary", name="static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource (a 1x1 PNG)."""
+    return PNG
+
+
+@mcp.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """A resource clients subscribe to."""
+    return "This resource is watched for changes."
+
+
+@mcp.resource("test://template/{id}/data", name="template-data", mime_type="application/json")
+def template_data(id: str) -> str:
+    """Data for an id, from a URI template."""
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"}, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------- prompts
+
+
+@mcp.prompt
+def test_simple_prompt() -> str:
+    """A simple prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@mcp.prompt
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two required arguments.
+
+    Args:
+        arg1: First test argument
+        arg2: Second test argument
+    """
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@mcp.prompt
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:  # noqa: N803 - the wire name
+    """A prompt that embeds a resource.
+
+    Args:
+        resourceUri: URI of the resource to embed
+    """
+    embedded = EmbeddedResource(resourceUri, text="Embedded resource content for testing.", mime_type="text/plain")
+    return [UserMessage(embedded), UserMessage("Please process the embedded resource above.")]
+
+
+@mcp.prompt
+def test_prompt_with_image() -> list[UserMessage]:
+    """A prompt with an image."""
+    return [UserMessage(Image(PNG, "image/png")), UserMessage("Please analyze the image above.")]
+
+
+@mcp.prompt
+def test_input_required_result_prompt(ctx: Context) -> str:
+    """Asks the user for context (an input_required result on 2026-07-28), then returns the prompt."""
+    schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+    answer = ctx.elicit("What context should the prompt use?", schema, key="user_context")
+    return f"Use this context: {(answer.content or {}).get('context', 'none')}"
+
+
+@mcp.completion(prompt="test_prompt_with_arguments", argument="arg1")
+def complete_arg1(value: str) -> list[str]:
+    """Suggestions for arg1, by prefix."""
+    return [word for word in ("paris", "park", "party", "test", "testValue1") if word.startswith(value)]
+
+
+@mcp.completion(resource="test://template/{id}/data", argument="id")
+def complete_template_id(value: str) -> list[str]:
+    return [str(n) for n in range(1, 200) if str(n).startswith(value)]
+
+
+def _temporary_prompt() -> str:
+    """Exists for a moment, to change the prompt list."""
+    return "temporary"
+
+
+@mcp.tool
+def test_trigger_prompt_change() -> str:
+    """Changes the prompt list (adds and removes a prompt), which listen streams hear about."""
+    mcp.add_prompt(_temporary_prompt, name="test_temporary_prompt")
+    mcp.remove_prompt("test_temporary_prompt")
+    return "Prompt list changed"

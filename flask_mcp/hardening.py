@@ -1,0 +1,97 @@
+"""Browser-facing hardening around the MCP endpoint: the CORS preset for
+browser clients (``MCP_CORS_ORIGINS``) and exemption from the app's CSRF
+protection (Flask-WTF), which would otherwise refuse every JSON-RPC POST.
+
+CSRF does not apply to the endpoint: it takes no cookies or forms, only
+bearer tokens and JSON, and foreign browser origins are refused (``Origin``
+check) unless listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from flask import Blueprint, Flask, Response, current_app, request
+
+#: Request headers a browser client may send (``Mcp-Param-*`` too).
+ALLOWED_HEADERS = (
+    "Accept",
+    "Authorization",
+    "Content-Type",
+    "Last-Event-ID",
+    "MCP-Protocol-Version",
+    "Mcp-Method",
+    "Mcp-Name",
+    "Mcp-Session-Id",
+)
+PARAM_HEADER_PREFIX = "mcp-param-"
+#: Response headers browser code may read.
+EXPOSED_HEADERS = ("Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate", "Retry-After")
+ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
+PREFLIGHT_MAX_AGE = "600"
+
+_ALLOWED_LOWER = frozenset(name.lower() for name in ALLOWED_HEADERS)
+
+
+def install(app: Flask, blueprints: Iterable[Blueprint]) -> None:
+    """Exempt the MCP blueprints from CSRF checks and add the CORS preset."""
+    names = frozenset(bp.name for bp in blueprints)
+    _exempt_from_csrf(app, names)
+
+    def cors(response: Response) -> Response:
+        return _cors(response, names)
+
+    app.after_request(cors)
+
+
+def _exempt_from_csrf(app: Flask, names: frozenset[str]) -> None:
+    """Flask-WTF's ``CSRFProtect`` (``app.extensions["csrf"]``) exempts the
+    blueprints now, or, when it is set up after flask-mcp, before its own
+    check first runs (our hook is registered earlier, so it runs first)."""
+
+    def exempt() -> bool:
+        csrf = app.extensions.get("csrf")
+        if csrf is None:
+            return False
+        for name in names:
+            csrf.exempt(app.blueprints[name])
+        return True
+
+    if exempt():
+        return
+    done = False
+
+    def late_exemption() -> None:
+        nonlocal done
+        if not done:
+            done = exempt()
+
+    app.before_request(late_exemption)
+
+
+def _origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
+    return "*" in allowed or origin.rstrip("/") in allowed
+
+
+def _cors(response: Response, names: frozenset[str]) -> Response:
+    """CORS headers on the MCP endpoint's answers (errors included) for listed origins."""
+    if request.blueprint not in names or "mcp" not in current_app.extensions:
+        return response
+    origin = request.headers.get("Origin")
+    allowed = current_app.extensions["mcp"].settings.cors_origins
+    if not origin or not allowed or not _origin_allowed(origin, allowed):
+        return response
+    response.headers["Access-Control-Allow-Origin"] = origin
+    response.vary.add("Origin")
+    response.headers["Access-Control-Expose-Headers"] = ", ".join(EXPOSED_HEADERS)
+    if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+        requested = request.headers.get("Access-Control-Request-Headers", "")
+        granted = [
+            name.strip()
+            for name in requested.split(",")
+            if name.strip().lower() in _ALLOWED_LOWER or name.strip().lower().startswith(PARAM_HEADER_PREFIX)
+        ]
+        response.headers["Access-Control-Allow-Methods"] = ALLOWED_METHODS
+        response.headers["Access-Control-Allow-Headers"] = ", ".join(granted or ALLOWED_HEADERS)
+        response.headers["Access-Control-Max-Age"] = PREFLIGHT_MAX_AGE
+    return response

@@ -1,0 +1,177 @@
+"""Prompts: the value object built at decoration time (arguments from the
+signature), what a prompt function's return value becomes, and the registry."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .content import Message, as_block
+from .context import Context, serving
+from .errors import ToolError
+from .protocol.errors import InternalError, InvalidParams, MCPError
+from .protocol.features import InvalidToolArguments, RequestInfo
+from .protocol.providers import PromptOutcome
+from .schema import InputSpec, build_input, describe
+
+logger = logging.getLogger("flask_mcp")
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+_ROLES = ("user", "assistant")
+
+#: Called with the kind of list that changed ("prompts").
+ListChanged = Callable[[str], None]
+
+
+@dataclass
+class Prompt:
+    """One registered prompt: its definition and how to render it."""
+
+    name: str
+    fn: Callable[..., Any]
+    definition: dict[str, Any]
+    input: InputSpec
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: Sequence[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Prompt:
+        prompt_name = name or fn.__name__
+        if not _NAME.match(prompt_name):
+            raise ValueError(f"Invalid prompt name {prompt_name!r}: use 1-128 letters, digits, '_', '-' or '.'")
+        try:
+            spec = build_input(fn, context_type=Context, tool_name=prompt_name)
+        except TypeError as exc:
+            raise TypeError(str(exc).replace("Tool ", "Prompt ", 1)) from None
+        summary, _ = describe(fn)
+        definition: dict[str, Any] = {"name": prompt_name}
+        if title:
+            definition["title"] = title
+        definition["description"] = description or summary or prompt_name
+        arguments = _arguments(spec.schema)
+        if arguments:
+            definition["arguments"] = arguments
+        if icons:
+            definition["icons"] = [dict(icon) for icon in icons]
+        if meta:
+            definition["_meta"] = dict(meta)
+        return cls(prompt_name, fn, definition, spec)
+
+    @property
+    def argument_names(self) -> tuple[str, ...]:
+        return tuple(arg["name"] for arg in self.definition.get("arguments", ()))
+
+    def render(self, arguments: dict[str, Any], request: RequestInfo) -> PromptOutcome:
+        try:
+            kwargs = self.input.validate(arguments)
+        except InvalidToolArguments as exc:
+            problems = "; ".join(f"{d['field']}: {d['message']}" for d in exc.details) or exc.message
+            raise InvalidParams(
+                f"Invalid arguments for prompt {self.name!r}: {problems}", data={"errors": exc.details}
+            ) from None
+        if self.input.context_param:
+            kwargs[self.input.context_param] = Context(request)
+        try:
+            with serving(request):
+                value = self.fn(**kwargs)
+            messages = to_messages(value)
+        except MCPError:
+            raise
+        except ToolError as exc:
+            raise InternalError(exc.message) from None
+        except Exception:
+            logger.exception("Prompt %r raised", self.name)
+            raise InternalError(f"Prompt {self.name!r} failed with an internal error.") from None
+        return PromptOutcome(messages, self.definition.get("description"))
+
+
+def _arguments(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """``PromptArgument`` entries from the input schema (strings on the wire;
+    typed parameters are coerced from them)."""
+    required = set(schema.get("required", []))
+    arguments = []
+    for name, prop in schema.get("properties", {}).items():
+        argument: dict[str, Any] = {"name": name}
+        if isinstance(prop.get("title"), str):
+            argument["title"] = prop["title"]
+        if isinstance(prop.get("description"), str):
+            argument["description"] = prop["description"]
+        argument["required"] = name in required
+        arguments.append(argument)
+    return arguments
+
+
+def to_messages(value: Any) -> list[dict[str, Any]]:
+    """A prompt function's return value as messages: a string is one user text
+    message; a content helper one user message; a :class:`~flask_mcp.Message`
+    (``UserMessage``, ``AssistantMessage``) or a ``{"role", "content"}`` dict is
+    itself; a list gives one message per item."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [_message(item) for item in items]
+
+
+def _message(item: Any) -> dict[str, Any]:
+    if isinstance(item, Message):
+        return item.to_message()
+    if isinstance(item, dict) and "role" in item:
+        if item["role"] not in _ROLES or "content" not in item:
+            raise ValueError(f"A prompt message needs role 'user' or 'assistant' and a content (got {item!r})")
+        return {"role": item["role"], "content": as_block(item["content"])}
+    return {"role": "user", "content": as_block(item)}  # text, a content helper or block, JSON
+
+
+class PromptRegistry:
+    """The prompts of one :class:`~flask_mcp.MCP`, in registration order.
+    ``on_list_changed`` callbacks hear every change."""
+
+    def __init__(self) -> None:
+        self.on_list_changed: list[ListChanged] = []
+        self._prompts: dict[str, Prompt] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def add(self, prompt: Prompt) -> None:
+        with self._lock:
+            if prompt.name in self._prompts:
+                raise ValueError(f"A prompt named {prompt.name!r} is already registered")
+            self._prompts[prompt.name] = prompt
+            self._generation += 1
+        self._announce()
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            if self._prompts.pop(name, None) is None:
+                raise KeyError(f"No prompt named {name!r}")
+            self._generation += 1
+        self._announce()
+
+    def _announce(self) -> None:
+        for callback in list(self.on_list_changed):
+            callback("prompts")
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [p.definition for p in list(self._prompts.values())]
+
+    def find(self, name: str) -> Prompt | None:
+        return self._prompts.get(name)
+
+    def __len__(self) -> int:
+        return len(self._prompts)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._prompts

@@ -1,0 +1,93 @@
+"""What the core needs from the resources, prompts and completions it serves
+(the counterpart of :class:`~.features.ToolProvider`).
+
+Providers speak the newest revision's shapes; the core trims them for older
+revisions and paginates, caches and shapes the results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .features import RequestInfo
+
+
+@dataclass(slots=True)
+class ReadOutcome:
+    """A resource's contents (``TextResourceContents`` / ``BlobResourceContents``
+    in the newest shape) and how long a 2026-07-28 client may cache them
+    (``None``: the server's defaults)."""
+
+    contents: list[dict[str, Any]]
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+
+
+@dataclass(slots=True)
+class PromptOutcome:
+    """A prompt's messages (``{"role", "content"}``, content blocks in the newest
+    shape) and its description."""
+
+    messages: list[dict[str, Any]]
+    description: str | None = None
+
+
+@dataclass(slots=True)
+class CompletionOutcome:
+    """Suggestions for an argument's value (the core keeps at most 100)."""
+
+    values: list[str] = field(default_factory=list)
+    total: int | None = None
+    has_more: bool | None = None
+
+
+class ResourceMatch(Protocol):
+    """A resource (or a template instance) that a URI named."""
+
+    def read(self, request: RequestInfo) -> ReadOutcome | None:
+        """The contents; ``None`` (or no contents) when the resource does not exist."""
+
+
+class ResourceProvider(Protocol):
+    def __len__(self) -> int:
+        """How many resources and templates there are (none: no ``resources`` capability)."""
+
+    def resources(self, request: RequestInfo) -> Sequence[dict[str, Any]]:
+        """Every ``Resource`` in a deterministic order (per request: some entries
+        depend on the endpoint's URL)."""
+
+    def templates(self, request: RequestInfo) -> Sequence[dict[str, Any]]:
+        """Every ``ResourceTemplate`` in a deterministic order."""
+
+    def find(self, uri: str) -> ResourceMatch | None:
+        """The resource this URI names, or ``None``."""
+
+    def extensions(self) -> dict[str, dict[str, Any]]:
+        """Capability ``extensions`` the resources call for (e.g. MCP Apps)."""
+
+
+class PromptEntry(Protocol):
+    def render(self, arguments: dict[str, Any], request: RequestInfo) -> PromptOutcome:
+        """Validate the arguments (``InvalidParams`` when they do not fit), call, convert."""
+
+
+class PromptProvider(Protocol):
+    def __len__(self) -> int: ...
+
+    def definitions(self) -> Sequence[dict[str, Any]]:
+        """Every ``Prompt`` in a deterministic order."""
+
+    def find(self, name: str) -> PromptEntry | None: ...
+
+
+class CompletionProvider(Protocol):
+    def __len__(self) -> int:
+        """How many completers there are (none: no ``completions`` capability)."""
+
+    def complete(
+        self, ref: dict[str, Any], argument: str, value: str, context: dict[str, str], request: RequestInfo
+    ) -> CompletionOutcome:
+        """Suggestions for ``argument`` of the prompt or resource template ``ref``
+        names (``InvalidParams`` for a reference to nothing we serve)."""

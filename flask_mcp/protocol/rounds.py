@@ -1,0 +1,102 @@
+"""The multi round-trip glue shared by ``tools/call``, ``prompts/get`` and
+``resources/read`` (2026-07-28; see :mod:`.mrtr` for the sealed state).
+
+Before user code runs, :meth:`RoundTrips.begin` recovers the answers of earlier
+rounds from the request's ``requestState`` (refusing a state issued for
+another call) and adds this round's ``inputResponses``. When the code still
+needs answers it raises :class:`~.mrtr.InputRequired`, and
+:meth:`RoundTrips.interim` turns that into the ``input_required`` result.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .errors import InternalError
+from .features import RequestInfo
+from .mrtr import STATE_LIFETIME, InputRequired, binding, seal, unseal
+from .session import SessionStore
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Interim:
+    """User code stopped to ask the client: this ``input_required`` result goes back."""
+
+    result: dict[str, Any]
+
+
+class RoundTrips:
+    """Seals and opens ``requestState`` for one server."""
+
+    def __init__(self, state_key: Callable[[], bytes] | None, clock: Callable[[], float] = time.time) -> None:
+        self.state_key = state_key
+        self.clock = clock
+
+    def run(
+        self,
+        request: RequestInfo,
+        target: str,
+        arguments: dict[str, Any],
+        call: Callable[[], T],
+        sessions: SessionStore,
+    ) -> T | Interim:
+        """Run user code for ``request`` (a tool, prompt or resource named ``target``):
+        with the answers so far, stopping at an :class:`Interim` when it asks for
+        more, and saving the legacy session's app data when the code changed it."""
+        bound_to = self.begin(request, target, arguments)
+        session = request.session
+        snapshot = copy.deepcopy(session.data) if session is not None else None
+        try:
+            value = call()
+        except InputRequired as needed:
+            return Interim(self.interim(needed, request, bound_to))
+        if session is not None and session.data != snapshot:
+            sessions.save(session)
+        return value
+
+    def begin(self, request: RequestInfo, target: str, arguments: dict[str, Any]) -> str:
+        """Load the answers so far into ``request.input_responses``; returns what
+        the state is bound to (empty on legacy revisions, which ask over a stream)."""
+        if not request.revision.stateless:
+            return ""
+        bound_to = binding(request.method, target, arguments, request.principal)
+        params = request.params
+        answers: dict[str, Any] = {}
+        if params.get("requestState") is not None:
+            payload = unseal(params["requestState"], self._key(), bound_to=bound_to, now=self.clock())
+            answers.update(payload.get("answers") or {})
+        fresh = params.get("inputResponses")
+        if isinstance(fresh, dict):
+            answers.update(fresh)
+        request.input_responses = answers
+        return bound_to
+
+    def interim(self, needed: InputRequired, request: RequestInfo, bound_to: str) -> dict[str, Any]:
+        """The ``input_required`` result asking for what is still missing (no
+        caching hints: such results are never cacheable)."""
+        if not request.revision.stateless:
+            raise InternalError("Input requests outside 2026-07-28 travel on the response stream.")
+        state = {"bind": bound_to, "exp": self.clock() + STATE_LIFETIME, "answers": request.input_responses}
+        return {
+            "resultType": "input_required",
+            "inputRequests": {r.key: r.to_wire() for r in needed.requests},
+            "requestState": seal(state, self._key()),
+        }
+
+    def _key(self) -> bytes:
+        if self.state_key is None:
+            raise InternalError("This server cannot ask clients for input: it has no key to seal requestState.")
+        return self.state_key()
+
+
+def is_retry(request: RequestInfo) -> bool:
+    """Whether the request answers an earlier ``input_required`` result (its
+    result is then not cacheable either)."""
+    params = request.params
+    return params.get("requestState") is not None or params.get("inputResponses") is not None
