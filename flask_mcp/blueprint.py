@@ -22,7 +22,7 @@ from .errors import (
     UnsupportedContentType,
 )
 from .protocol import jsonrpc
-from .protocol.server import Reply
+from .protocol.exchange import Reply
 from .security import check_host, check_origin
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from . import sse
 from .protocol import jsonrpc
 from .protocol.bus import EVENTS_CHANNEL, MessageBus
 from .protocol.errors import InternalError
-from .protocol.server import Deferred, Reply
+from .protocol.exchange import Deferred, Reply
 from .protocol.subscriptions import Listen
 
 logger = logging.getLogger("flask_mcp")

@@ -10,15 +10,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonrpc
-from .bus import MessageBus, Subscription, cancel_channel, reply_channel
+from .bus import MessageBus, cancel_channel, reply_channel
+from .deferred import may_stream, run_deferred
 from .errors import (
     BadProtocolVersionHeader,
     HeaderMismatch,
-    InternalError,
     InvalidParams,
     InvalidRequest,
     MCPError,
@@ -27,7 +26,8 @@ from .errors import (
     SessionRequired,
     UnsupportedProtocolVersion,
 )
-from .features import RequestCancelled, RequestInfo, ToolProvider
+from .exchange import Emit, Incoming, Reply, discard, store_unavailable
+from .features import RequestInfo, ToolProvider
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
@@ -47,56 +47,6 @@ from .versions import (
 )
 
 logger = logging.getLogger("flask_mcp")
-
-Emit = Callable[[dict[str, Any]], None]
-
-
-def _discard(message: dict[str, Any]) -> None:
-    """Where notifications go when the caller takes none."""
-
-
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """What the HTTP layer hands over besides the body, for one request."""
-
-    headers: Mapping[str, str]
-    emit: Emit
-    principal: str | None
-    auth: Any = None
-    endpoint_url: str | None = None
-
-    @property
-    def header_version(self) -> str | None:
-        return _header(self.headers, "mcp-protocol-version")
-
-    @property
-    def session_id(self) -> str | None:
-        return _header(self.headers, "mcp-session-id") or None
-
-
-#: Methods that run application code, which may produce messages before its result.
-STREAMABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
-
-#: Runs a deferred request: ``run(emit, stream_closed)``; ``emit`` is ``None``
-#: when nothing can reach the client before the result. ``None`` = send nothing
-#: more (the request was cancelled).
-Deferred = Callable[["Emit | None", Callable[[], bool]], "Reply | None"]
-
-
-@dataclass(slots=True)
-class Reply:
-    """What to send back: a status, extra headers, and a JSON payload or nothing.
-
-    ``deferred`` is set instead of ``body`` for a request that may stream: the
-    HTTP layer runs it where messages can be relayed while it works."""
-
-    status: int
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    deferred: Deferred | None = None
-    #: Set for ``subscriptions/listen``: the HTTP layer holds the stream open.
-    listen: Listen | None = None
-
 
 class Server:
     """Answers MCP POST bodies for every supported revision."""
@@ -152,11 +102,11 @@ class Server:
         and ``auth`` is all the HTTP layer knows about it (scopes, claims);
         ``endpoint_url`` is the URL the client posted to (MCP Apps derive a
         sandbox domain from it)."""
-        incoming = Incoming(headers, emit or _discard, principal, auth, endpoint_url)
+        incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url)
         try:
             return self._handle_post(incoming, body)
         except StoreUnavailable as exc:
-            return _store_unavailable(exc)
+            return store_unavailable(exc)
 
     def _handle_post(self, incoming: Incoming, body: bytes) -> Reply:
         try:
@@ -174,29 +124,29 @@ class Server:
         try:
             return self._handle_legacy(message, incoming)
         except StoreUnavailable as exc:
-            return _store_unavailable(exc, message.id if isinstance(message, Request) else None)
+            return store_unavailable(exc, message.id if isinstance(message, Request) else None)
 
     def check_get(self, headers: Mapping[str, str], principal: str | None = None) -> Reply | None:
         """A GET naming an unknown or ended session learns so (404); any other GET
         gets ``None`` here, and the HTTP layer answers that no stream is offered."""
-        incoming = Incoming(headers, _discard, principal)
+        incoming = Incoming(headers, discard, principal)
         try:
             if incoming.session_id and self._find_session(incoming) is None:
                 return self._error_reply(None, SessionNotFound(), 404)
         except StoreUnavailable as exc:
-            return _store_unavailable(exc)
+            return store_unavailable(exc)
         return None
 
     def handle_delete(self, headers: Mapping[str, str], principal: str | None = None) -> Reply:
         """End the legacy session named by ``Mcp-Session-Id``."""
-        incoming = Incoming(headers, _discard, principal)
+        incoming = Incoming(headers, discard, principal)
         if not incoming.session_id:
             return self._error_reply(None, SessionRequired(), 400)
         try:
             session = self._find_session(incoming)
             deleted = session is not None and self.sessions.delete(session.id)
         except StoreUnavailable as exc:
-            return _store_unavailable(exc)
+            return store_unavailable(exc)
         if not deleted:
             return self._error_reply(None, SessionNotFound(), 404)
         return Reply(200)
@@ -264,7 +214,7 @@ class Server:
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
         try:
-            _check_legacy_header(incoming.header_version)
+            _check_legacyheader(incoming.header_version)
             if isinstance(message, Request) and message.method == "initialize":
                 return self._dispatch_initialize(message, incoming)
             session = self._require_session(incoming)
@@ -398,8 +348,12 @@ class Server:
         """Run the method; every failure becomes a JSON-RPC error message with
         the HTTP status (and headers) it calls for. With ``defer``, a request
         that may stream is handed back to the HTTP layer to run instead."""
-        if defer and self._may_stream(request):
-            return Reply(200, deferred=lambda emit, closed: self._run_deferred(message, request, emit, closed))
+        if defer and may_stream(request):
+
+            def run(emit: Emit | None, closed: Callable[[], bool]) -> Reply | None:
+                return run_deferred(lambda: self._answer(message, request), request, self.bus, emit, closed)
+
+            return Reply(200, deferred=run)
         handler = self._handlers.get(message.method)
         try:
             if handler is None or message.method not in request.revision.core_methods:
@@ -419,43 +373,6 @@ class Server:
             error = MCPError("Internal error while serving the request; see the server log.")
             return Reply(500, jsonrpc.error_message(message.id, error))
         return Reply(200, jsonrpc.result_message(message.id, self._finish_result(result, request.revision)))
-
-    def _may_stream(self, request: RequestInfo) -> bool:
-        """Whether serving this request can send anything before its result:
-        progress or logs it asked for, or (legacy) requests to the client."""
-        if request.method not in STREAMABLE_METHODS:
-            return False
-        if request.progress_token is not None or request.log_threshold is not None:
-            return True
-        caps = request.client_capabilities
-        return not request.revision.stateless and any(k in caps for k in ("elicitation", "sampling", "roots"))
-
-    def _run_deferred(
-        self, message: Request, request: RequestInfo, emit: Emit | None, stream_closed: Callable[[], bool]
-    ) -> Reply | None:
-        request.emit = emit or _discard
-        request.streaming = emit is not None
-        request.bus = self.bus
-        session = request.session
-        subscription = None
-        if session is not None and self.bus is not None:
-            try:
-                subscription = self.bus.subscribe([cancel_channel(session.id)])
-            except StoreUnavailable:
-                logger.warning("No cancellation for this call: the message bus is unavailable")
-        # A dropped stream cancels a 2026-07-28 request; a legacy client cancels
-        # with notifications/cancelled (which may reach another worker).
-        request.is_cancelled = _cancellation(request, subscription, stream_closed)
-        try:
-            reply = self._answer(message, request)
-        except RequestCancelled:
-            return None
-        except StoreUnavailable as exc:
-            return _store_unavailable(exc)
-        finally:
-            if subscription is not None:
-                subscription.close()
-        return None if request.is_cancelled() else reply
 
     def _finish_result(self, result: dict[str, Any], revision: Revision) -> dict[str, Any]:
         if revision.result_type:
@@ -491,45 +408,6 @@ class Server:
             )
         return session
 
-def _store_unavailable(exc: StoreUnavailable, request_id: RequestId | None = None) -> Reply:
-    """503: the session store is down; one log line, no traceback, retry later."""
-    logger.error("MCP session store unavailable: %s", exc)
-    error = InternalError("Session storage is temporarily unavailable; retry the request shortly.")
-    return Reply(503, jsonrpc.error_message(request_id, error), {"Retry-After": "1"})
-
-
-def _cancellation(
-    request: RequestInfo, subscription: Subscription | None, stream_closed: Callable[[], bool]
-) -> Callable[[], bool]:
-    """The request's ``is_cancelled`` check: polls the bus without waiting."""
-    cancelled = False
-
-    def is_cancelled() -> bool:
-        nonlocal cancelled
-        if cancelled:
-            return True
-        if request.revision.stateless and stream_closed():
-            cancelled = True
-        while subscription is not None and not cancelled:
-            try:
-                item = subscription.get(0)
-            except StoreUnavailable:
-                break
-            if item is None:
-                break
-            cancelled = item[1].get("requestId") == request.request_id
-        return cancelled
-
-    return is_cancelled
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
-    if value is None:
-        return None
-    return value.strip()
-
-
 def _is_stateless(message: Message, header_version: str | None) -> bool:
     if header_version in STATELESS_VERSIONS:
         return True
@@ -538,7 +416,7 @@ def _is_stateless(message: Message, header_version: str | None) -> bool:
     return False
 
 
-def _check_legacy_header(header_version: str | None) -> None:
+def _check_legacyheader(header_version: str | None) -> None:
     if header_version is not None and header_version not in LEGACY_VERSIONS:
         raise BadProtocolVersionHeader(
             f"Unsupported MCP-Protocol-Version header {header_version!r}: this server "

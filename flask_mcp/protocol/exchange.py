@@ -1,0 +1,78 @@
+"""What passes between the HTTP layer and the core for one request: what the
+HTTP layer hands over besides the body (:class:`Incoming`) and what it must send
+back (:class:`Reply`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import jsonrpc
+from .errors import InternalError
+from .jsonrpc import RequestId
+from .session import StoreUnavailable
+from .subscriptions import Listen
+
+logger = logging.getLogger("flask_mcp")
+
+#: Delivers one message to the client ahead of a request's result.
+Emit = Callable[[dict[str, Any]], None]
+
+
+def discard(message: dict[str, Any]) -> None:
+    """Where messages go when nothing can reach the client before the result."""
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header's value without surrounding white space (names are lower-case)."""
+    value = headers.get(name)
+    return None if value is None else value.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """What the HTTP layer hands over besides the body, for one request."""
+
+    headers: Mapping[str, str]
+    emit: Emit
+    principal: str | None
+    auth: Any = None
+    endpoint_url: str | None = None
+
+    @property
+    def header_version(self) -> str | None:
+        return header(self.headers, "mcp-protocol-version")
+
+    @property
+    def session_id(self) -> str | None:
+        return header(self.headers, "mcp-session-id") or None
+
+
+#: Runs a deferred request: ``run(emit, stream_closed)``; ``emit`` is ``None``
+#: when nothing can reach the client before the result. ``None`` = send nothing
+#: more (the request was cancelled).
+Deferred = Callable[["Emit | None", Callable[[], bool]], "Reply | None"]
+
+
+@dataclass(slots=True)
+class Reply:
+    """What to send back: a status, extra headers, and a JSON payload or nothing.
+
+    ``deferred`` is set instead of ``body`` for a request that may stream: the
+    HTTP layer runs it where messages can be relayed while it works."""
+
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    deferred: Deferred | None = None
+    #: Set for ``subscriptions/listen``: the HTTP layer holds the stream open.
+    listen: Listen | None = None
+
+
+def store_unavailable(exc: StoreUnavailable, request_id: RequestId | None = None) -> Reply:
+    """503: the session store is down; one log line, no traceback, retry later."""
+    logger.error("MCP session store unavailable: %s", exc)
+    error = InternalError("Session storage is temporarily unavailable; retry the request shortly.")
+    return Reply(503, jsonrpc.error_message(request_id, error), {"Retry-After": "1"})
