@@ -181,19 +181,8 @@ class Server:
         except MCPError as exc:
             return self._error_reply(message.id, exc, 400)
         revision = REVISIONS[meta.protocol_version]
-        request = RequestInfo(
-            revision=revision,
-            method=message.method,
-            params=message.params,
-            headers=incoming.headers,
-            request_id=message.id,
-            client_info=meta.client_info,
-            client_capabilities=meta.client_capabilities,
-            meta=meta,
-            principal=incoming.principal,
-            auth=incoming.auth,
-            emit=incoming.emit,
-            endpoint_url=incoming.endpoint_url,
+        request = _request_info(
+            message, incoming, revision, meta.client_info, meta.client_capabilities, meta=meta
         )
         if message.method == "subscriptions/listen":
             return self._listen(message, request)
@@ -214,7 +203,7 @@ class Server:
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
         try:
-            _check_legacyheader(incoming.header_version)
+            _check_legacy_header(incoming.header_version)
             if isinstance(message, Request) and message.method == "initialize":
                 return self._dispatch_initialize(message, incoming)
             session = self._require_session(incoming)
@@ -240,19 +229,9 @@ class Server:
         if message.method == "initialize":
             error = InvalidRequest("initialize must be sent alone, as the first request of a session.")
             return Reply(400, jsonrpc.error_message(message.id, error))
-        request = RequestInfo(
-            revision=REVISIONS[session.protocol_version],
-            method=message.method,
-            params=message.params,
-            headers=incoming.headers,
-            request_id=message.id,
-            client_info=session.client_info,
-            client_capabilities=session.client_capabilities,
-            session=session,
-            principal=incoming.principal,
-            auth=incoming.auth,
-            emit=incoming.emit,
-            endpoint_url=incoming.endpoint_url,
+        request = _request_info(
+            message, incoming, REVISIONS[session.protocol_version], session.client_info,
+            session.client_capabilities, session=session,
         )
         return self._answer(message, request, defer=defer)
 
@@ -323,19 +302,8 @@ class Server:
             created_at=now,
             last_seen=now,
         )
-        request = RequestInfo(
-            revision=revision,
-            method="initialize",
-            params=params,
-            headers=incoming.headers,
-            request_id=message.id,
-            client_info=session.client_info,
-            client_capabilities=session.client_capabilities,
-            session=session,
-            principal=incoming.principal,
-            auth=incoming.auth,
-            emit=incoming.emit,
-            endpoint_url=incoming.endpoint_url,
+        request = _request_info(
+            message, incoming, revision, session.client_info, session.client_capabilities, session=session
         )
         reply = self._answer(message, request)
         if "error" in reply.body:
@@ -416,7 +384,32 @@ def _is_stateless(message: Message, header_version: str | None) -> bool:
     return False
 
 
-def _check_legacyheader(header_version: str | None) -> None:
+def _request_info(
+    message: Request,
+    incoming: Incoming,
+    revision: Revision,
+    client_info: dict[str, Any] | None,
+    client_capabilities: dict[str, Any],
+    **fields: Any,
+) -> RequestInfo:
+    """What the methods get to know about one request, in either era."""
+    return RequestInfo(
+        revision=revision,
+        method=message.method,
+        params=message.params,
+        headers=incoming.headers,
+        request_id=message.id,
+        client_info=client_info,
+        client_capabilities=client_capabilities,
+        principal=incoming.principal,
+        auth=incoming.auth,
+        emit=incoming.emit,
+        endpoint_url=incoming.endpoint_url,
+        **fields,
+    )
+
+
+def _check_legacy_header(header_version: str | None) -> None:
     if header_version is not None and header_version not in LEGACY_VERSIONS:
         raise BadProtocolVersionHeader(
             f"Unsupported MCP-Protocol-Version header {header_version!r}: this server "
