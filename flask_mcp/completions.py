@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
 
+from .auth import require_scopes
 from .context import Context, serving
 from .errors import ToolError
 from .prompts import PromptRegistry
@@ -139,18 +140,21 @@ class CompletionRegistry:
     ) -> CompletionOutcome:
         ref_type = ref["type"]
         target = ref["name"] if ref_type == "ref/prompt" else ref["uri"]
-        if argument not in self._arguments(ref_type, target):
+        if argument not in self._arguments(ref_type, target, request):
             raise InvalidParams(f"The {_describe(ref_type, target)} has no argument {argument!r}.")
         completer = self._completers.get((ref_type, target, argument))
         if completer is None:
             return CompletionOutcome([])
         return completer(value, context, request)
 
-    def _arguments(self, ref_type: str, target: str) -> tuple[str, ...]:
+    def _arguments(self, ref_type: str, target: str, request: RequestInfo) -> tuple[str, ...]:
+        """The target's argument names, once the caller may use it: suggestions
+        can reveal what the prompt or template guards, so its scopes apply (403)."""
         if ref_type == "ref/prompt":
             prompt = self._prompts.find(target)
             if prompt is None:
                 raise InvalidParams(f"Unknown prompt {target!r}: call prompts/list for the prompts this server offers.")
+            require_scopes(prompt.scopes, request, prompt.label)
             return prompt.argument_names
         resource = self._resources.get(target)
         if resource is None or resource.template is None:
@@ -158,6 +162,7 @@ class CompletionRegistry:
                 f"Unknown resource template {target!r}: call resources/templates/list for the templates "
                 "this server offers."
             )
+        require_scopes(resource.scopes, request, resource.label)
         return resource.template.variables
 
 

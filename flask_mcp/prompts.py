@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .auth import permits, require_scopes, validate_scopes
 from .content import Message, as_block
 from .context import Context, serving
 from .errors import ToolError
@@ -35,6 +36,8 @@ class Prompt:
     fn: Callable[..., Any]
     definition: dict[str, Any]
     input: InputSpec
+    #: Scopes the caller's token must grant (``@mcp.prompt(scopes=[...])``).
+    scopes: tuple[str, ...] = ()
 
     @classmethod
     def from_function(
@@ -46,10 +49,12 @@ class Prompt:
         description: str | None = None,
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Prompt:
         prompt_name = name or fn.__name__
         if not _NAME.match(prompt_name):
             raise ValueError(f"Invalid prompt name {prompt_name!r}: use 1-128 letters, digits, '_', '-' or '.'")
+        required = validate_scopes(scopes, f"Prompt {prompt_name!r}")
         try:
             spec = build_input(fn, context_type=Context, tool_name=prompt_name)
         except TypeError as exc:
@@ -66,13 +71,23 @@ class Prompt:
             definition["icons"] = [dict(icon) for icon in icons]
         if meta:
             definition["_meta"] = dict(meta)
-        return cls(prompt_name, fn, definition, spec)
+        return cls(prompt_name, fn, definition, spec, required)
+
+    @property
+    def label(self) -> str:
+        """How a 403 names it, so the person reading it knows what needed the scope."""
+        return f"Prompt {self.name!r}"
+
+    def visible_to(self, request: RequestInfo) -> bool:
+        """Whether ``prompts/list`` shows it to this caller: only what it may get."""
+        return permits(self.scopes, request)
 
     @property
     def argument_names(self) -> tuple[str, ...]:
         return tuple(arg["name"] for arg in self.definition.get("arguments", ()))
 
     def render(self, arguments: dict[str, Any], request: RequestInfo) -> PromptOutcome:
+        require_scopes(self.scopes, request, self.label)  # 403 before arguments are even checked
         try:
             kwargs = self.input.validate(arguments)
         except InvalidToolArguments as exc:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from .apps import UI_CAPABILITY, UI_EXTENSION, UIOptions
+from .auth import permits, require_scopes, validate_scopes
 from .content import EmbeddedResource, ResourceContents
 from .context import Context, serving
 from .errors import ToolError
@@ -48,6 +49,8 @@ class Resource:
     ttl_ms: int | None = None
     cache_scope: str | None = None
     ui: UIOptions | None = None
+    #: Scopes the caller's token must grant (``@mcp.resource(uri, scopes=[...])``).
+    scopes: tuple[str, ...] = ()
 
     @classmethod
     def from_function(
@@ -66,6 +69,7 @@ class Resource:
         ttl_ms: int | None = None,
         cache_scope: str | None = None,
         ui: UIOptions | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Resource:
         if not isinstance(uri, str) or not _SCHEME.match(uri):
             raise ValueError(f"Resource URI {uri!r} needs a scheme, e.g. 'file:///notes.txt' or 'app://items/{{id}}'")
@@ -75,6 +79,7 @@ class Resource:
             raise ValueError(f"{label}: ttl_ms must be an integer >= 0 (got {ttl_ms!r})")
         if cache_scope is not None and cache_scope not in CACHE_SCOPES:
             raise ValueError(f"{label}: cache_scope must be 'public' or 'private' (got {cache_scope!r})")
+        required = validate_scopes(scopes, label)
         spec = _input(fn, label, template)
         summary, _ = describe(fn)
         if ui is None and mime_type is None:
@@ -91,7 +96,16 @@ class Resource:
             definition["icons"] = [dict(icon) for icon in icons]
         if meta:
             definition["_meta"] = dict(meta)
-        return cls(uri, fn, definition, spec, template, mime_type, ttl_ms, cache_scope, ui)
+        return cls(uri, fn, definition, spec, template, mime_type, ttl_ms, cache_scope, ui, required)
+
+    @property
+    def label(self) -> str:
+        """How errors name it: a template is not one resource, so say which it is."""
+        return f"Resource template {self.uri!r}" if self.template else f"Resource {self.uri!r}"
+
+    def visible_to(self, request: RequestInfo) -> bool:
+        """Whether the lists show it to this caller: only what it may read."""
+        return permits(self.scopes, request)
 
     def entry(self, request: RequestInfo) -> dict[str, Any]:
         """The listing entry; a view's ``_meta.ui`` depends on the endpoint's URL."""
@@ -102,6 +116,7 @@ class Resource:
         return {**self.definition, "_meta": {**meta, "ui": ui}} if ui else self.definition
 
     def read(self, uri: str, arguments: dict[str, Any], request: RequestInfo) -> ReadOutcome:
+        require_scopes(self.scopes, request, self.label)  # 403 insufficient_scope, before user code runs
         kwargs = dict(arguments)
         if self.input.context_param:
             kwargs[self.input.context_param] = Context(request)
@@ -241,10 +256,13 @@ class ResourceRegistry:
     # ------------------------------------------------------------------ ResourceProvider
 
     def resources(self, request: RequestInfo) -> list[dict[str, Any]]:
-        return [r.entry(request) for r in list(self._fixed.values())]
+        """The fixed resources this caller may read (built per request: the
+        entries depend on the caller's scopes and the endpoint's URL)."""
+        return [r.entry(request) for r in list(self._fixed.values()) if r.visible_to(request)]
 
     def templates(self, request: RequestInfo) -> list[dict[str, Any]]:
-        return [r.entry(request) for r in list(self._templates.values())]
+        """The templates this caller may read, per request like :meth:`resources`."""
+        return [r.entry(request) for r in list(self._templates.values()) if r.visible_to(request)]
 
     def find(self, uri: str) -> _Match | None:
         """The resource a URI names: a fixed one, else the first template (in

@@ -60,6 +60,7 @@ class ServerSurface:
         ttl_ms: int | None = None,
         cache_scope: str | None = None,
         complete: Mapping[str, CompleterSource] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as the resource at ``uri``, or as a resource
         template when ``uri`` is an RFC 6570 template (``"app://items/{id}"``):
@@ -70,12 +71,13 @@ class ServerSurface:
         ``name`` defaults to the function's name, ``description`` to its
         docstring, ``mime_type`` to a guess from the URI. ``ttl_ms`` and
         ``cache_scope`` override ``MCP_CACHE_TTL_MS``/``MCP_CACHE_SCOPE`` for
-        reads; ``complete`` maps template variables to completers.
+        reads; ``complete`` maps template variables to completers. ``scopes``:
+        what the caller's token must grant to see, read or complete it (as for tools).
         """
         options: dict[str, Any] = {
             "name": name, "title": title, "description": description, "mime_type": mime_type, "size": size,
             "annotations": annotations, "icons": icons, "meta": meta, "ttl_ms": ttl_ms, "cache_scope": cache_scope,
-            "complete": complete,
+            "complete": complete, "scopes": scopes,
         }
 
         def register(fn: F) -> F:
@@ -116,6 +118,7 @@ class ServerSurface:
         meta: dict[str, Any] | None = None,
         ttl_ms: int | None = None,
         cache_scope: str | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Register an MCP Apps view: a ``ui://`` resource whose function returns a
         complete HTML document, served as ``text/html;profile=mcp-app`` with
@@ -128,7 +131,8 @@ class ServerSurface:
         ``geolocation``, ``clipboardWrite``; ``domain``: the view's stable sandbox
         origin -- ``"auto"`` derives Claude's from the URL each request reached
         the server at, a string is used as is, a function gets that URL, ``None``
-        leaves it to the host; ``prefers_border``: whether the host draws a border.
+        leaves it to the host; ``prefers_border``: whether the host draws a border;
+        ``scopes``: what the caller's token must grant (as for :meth:`resource`).
         """
         if not uri.startswith("ui://"):
             raise ValueError(f"An MCP Apps view needs a ui:// URI (got {uri!r})")
@@ -136,7 +140,7 @@ class ServerSurface:
         options: dict[str, Any] = {
             "name": name, "title": title, "description": description, "mime_type": UI_MIME_TYPE,
             "annotations": annotations, "icons": icons, "meta": meta, "ttl_ms": ttl_ms, "cache_scope": cache_scope,
-            "ui": ui,
+            "ui": ui, "scopes": scopes,
         }
 
         def register(fn: F) -> F:
@@ -161,6 +165,7 @@ class ServerSurface:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         complete: Mapping[str, CompleterSource] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def prompt(
@@ -173,6 +178,7 @@ class ServerSurface:
         icons: Sequence[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         complete: Mapping[str, CompleterSource] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Any:
         """Register a function as a prompt; the function is returned unchanged.
 
@@ -183,12 +189,13 @@ class ServerSurface:
         to the type hints. It returns a string (one user message), a content
         helper, ``UserMessage``/``AssistantMessage`` objects, ``{"role", "content"}``
         dicts, or a list of those. ``complete`` maps arguments to completers.
+        ``scopes``: what the caller's token must grant to see, get or complete it.
         """
         if isinstance(fn, str):
             name, fn = fn, None
         options: dict[str, Any] = {
             "name": name, "title": title, "description": description, "icons": icons, "meta": meta,
-            "complete": complete,
+            "complete": complete, "scopes": scopes,
         }
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:

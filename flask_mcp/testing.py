@@ -148,10 +148,49 @@ class MCPTestClient:
             params["arguments"] = arguments
         return self.request("tools/call", params, **kwargs)
 
+    def list_resources(self, cursor: str | None = None, **kwargs: Any) -> MCPResponse:
+        """One page of ``resources/list`` (pass the previous ``nextCursor`` for the next)."""
+        return self.request("resources/list", {"cursor": cursor} if cursor else {}, **kwargs)
+
+    def list_resource_templates(self, cursor: str | None = None, **kwargs: Any) -> MCPResponse:
+        """One page of ``resources/templates/list``."""
+        return self.request("resources/templates/list", {"cursor": cursor} if cursor else {}, **kwargs)
+
+    def read_resource(self, uri: str, **kwargs: Any) -> MCPResponse:
+        """``resources/read``; on 2026-07-28 the URI is mirrored in ``Mcp-Name``."""
+        return self.request("resources/read", {"uri": uri}, **kwargs)
+
+    def list_prompts(self, cursor: str | None = None, **kwargs: Any) -> MCPResponse:
+        """One page of ``prompts/list``."""
+        return self.request("prompts/list", {"cursor": cursor} if cursor else {}, **kwargs)
+
+    def get_prompt(self, name: str, arguments: dict[str, str] | None = None, **kwargs: Any) -> MCPResponse:
+        """``prompts/get`` (arguments are strings on the wire); the name goes in ``Mcp-Name``."""
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        return self.request("prompts/get", params, **kwargs)
+
+    def complete(
+        self,
+        ref: dict[str, Any],
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> MCPResponse:
+        """``completion/complete``: ``ref`` as on the wire (``{"type": "ref/prompt",
+        "name": ...}`` or ``{"type": "ref/resource", "uri": ...}``), ``argument``
+        as ``{"name": ..., "value": ...}``; ``context_arguments`` are the other
+        arguments' values so far."""
+        params: dict[str, Any] = {"ref": ref, "argument": argument}
+        if context_arguments is not None:
+            params["context"] = {"arguments": context_arguments}
+        return self.request("completion/complete", params, **kwargs)
+
     def delete(self) -> TestResponse:
-        headers = {}
-        if self.session_id:
-            headers["Mcp-Session-Id"] = self.session_id
+        """End the session: a DELETE is a request like any other, so it carries
+        the client's own headers (a bearer token) and the protocol version."""
+        headers = {**self.extra_headers, **self._version_headers()}
         return self.client.delete(self.url, headers=headers)
 
     # ------------------------------------------------------------------ low level
@@ -188,20 +227,27 @@ class MCPTestClient:
         }
 
     def standard_headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
-        headers: dict[str, str] = {}
+        headers = self._version_headers()
         if self.stateless:
-            headers["MCP-Protocol-Version"] = self.protocol_version
             headers["Mcp-Method"] = method
             target = params.get("uri") if method == "resources/read" else params.get("name")
             if method in ("tools/call", "prompts/get", "resources/read") and isinstance(target, str):
                 headers["Mcp-Name"] = encode_header_value(target)
             if method == "tools/call":
                 headers.update(self._param_headers(params))
-        else:
-            if self.session_id:
-                headers["Mcp-Session-Id"] = self.session_id
-            if self.negotiated_version and self.negotiated_version != "2025-03-26":
-                headers["MCP-Protocol-Version"] = self.negotiated_version
+        return headers
+
+    def _version_headers(self) -> dict[str, str]:
+        """What every HTTP request repeats, DELETE included: the version on
+        2026-07-28; after a legacy ``initialize``, the session id and the
+        negotiated version (2025-03-26 had no version header)."""
+        if self.stateless:
+            return {"MCP-Protocol-Version": self.protocol_version}
+        headers: dict[str, str] = {}
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.negotiated_version and self.negotiated_version != "2025-03-26":
+            headers["MCP-Protocol-Version"] = self.negotiated_version
         return headers
 
     def _param_headers(self, params: dict[str, Any]) -> dict[str, str]:

@@ -10,7 +10,7 @@ from .features import RequestInfo
 from .info import ProtocolOptions
 from .pagination import page
 from .providers import CompletionProvider, PromptProvider
-from .resource_methods import legacy_capability_error
+from .resource_methods import legacy_capability_error, list_cache_scope
 from .rounds import Interim, RoundTrips
 from .session import SessionStore
 from .shaping import block_for, definition_for, with_cache_hints
@@ -53,12 +53,21 @@ class PromptMethods:
 
     def list_prompts(self, request: RequestInfo) -> dict[str, Any]:
         revision = request.revision
-        listing = [_prompt_for(prompt, revision) for prompt in self._provider().definitions()]
+        listing = [_prompt_for(prompt, revision) for prompt in self._visible(request)]
         items, next_cursor = page(listing, request.params.get("cursor"), self.options.page_size)
         result: dict[str, Any] = {"prompts": items}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
-        return with_cache_hints(result, revision, self.options.ttl_ms, self.options.cache_scope)
+        return with_cache_hints(result, revision, self.options.ttl_ms, list_cache_scope(request, self.options))
+
+    def _visible(self, request: RequestInfo) -> list[dict[str, Any]]:
+        """The prompts this caller may get: each caller sees its own list, so
+        the filter runs per request, after whatever the provider keeps."""
+        provider = self._provider()
+        definitions = list(provider.definitions())
+        if request.auth is None:
+            return definitions  # no authentication, no scopes to check
+        return [d for d in definitions if (p := provider.find(d["name"])) is not None and p.visible_to(request)]
 
     def get_prompt(self, request: RequestInfo) -> dict[str, Any]:
         provider = self._provider()

@@ -47,7 +47,8 @@ class ResourceMatch(Protocol):
     """A resource (or a template instance) that a URI named."""
 
     def read(self, request: RequestInfo) -> ReadOutcome | None:
-        """The contents; ``None`` (or no contents) when the resource does not exist."""
+        """The contents (after checking the caller's scopes: 403); ``None`` (or no
+        contents) when the resource does not exist."""
 
 
 class ResourceProvider(Protocol):
@@ -55,11 +56,11 @@ class ResourceProvider(Protocol):
         """How many resources and templates there are (none: no ``resources`` capability)."""
 
     def resources(self, request: RequestInfo) -> Sequence[dict[str, Any]]:
-        """Every ``Resource`` in a deterministic order (per request: some entries
-        depend on the endpoint's URL)."""
+        """Every ``Resource`` the caller may read, in a deterministic order (per
+        request: the caller's scopes and the endpoint's URL shape the list)."""
 
     def templates(self, request: RequestInfo) -> Sequence[dict[str, Any]]:
-        """Every ``ResourceTemplate`` in a deterministic order."""
+        """Every ``ResourceTemplate`` the caller may read, in a deterministic order."""
 
     def find(self, uri: str) -> ResourceMatch | None:
         """The resource this URI names, or ``None``."""
@@ -70,7 +71,11 @@ class ResourceProvider(Protocol):
 
 class PromptEntry(Protocol):
     def render(self, arguments: dict[str, Any], request: RequestInfo) -> PromptOutcome:
-        """Validate the arguments (``InvalidParams`` when they do not fit), call, convert."""
+        """Check the caller's scopes (403), validate the arguments (``InvalidParams``
+        when they do not fit), call, convert."""
+
+    def visible_to(self, request: RequestInfo) -> bool:
+        """Whether ``prompts/list`` shows it to the caller (asked only when ``request.auth`` is set)."""
 
 
 class PromptProvider(Protocol):
@@ -90,4 +95,5 @@ class CompletionProvider(Protocol):
         self, ref: dict[str, Any], argument: str, value: str, context: dict[str, str], request: RequestInfo
     ) -> CompletionOutcome:
         """Suggestions for ``argument`` of the prompt or resource template ``ref``
-        names (``InvalidParams`` for a reference to nothing we serve)."""
+        names (``InvalidParams`` for a reference to nothing we serve; 403 when the
+        caller may not use what it names)."""

@@ -67,9 +67,10 @@ class ResourceMethods:
         result: dict[str, Any] = {key: items}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
-        return with_cache_hints(result, revision, self.options.ttl_ms, self.options.cache_scope)
+        return with_cache_hints(result, revision, self.options.ttl_ms, list_cache_scope(request, self.options))
 
     def list_resources(self, request: RequestInfo) -> dict[str, Any]:
+        """The provider lists only what the caller may read (asked per request)."""
         entries = self._provider().resources(request)
         return self._list(request, "resources", entries, request.revision.resource_fields)
 
@@ -118,6 +119,12 @@ class ResourceMethods:
         if self._provider().find(uri) is None:
             raise not_found(uri, request.revision)
         return {}
+
+
+def list_cache_scope(request: RequestInfo, options: ProtocolOptions) -> str:
+    """A list shown to an authenticated caller holds only what its token
+    permits, so no shared cache may hand it to another caller."""
+    return "private" if request.auth is not None else options.cache_scope
 
 
 def _uri(request: RequestInfo) -> str:
