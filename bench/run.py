@@ -1,0 +1,842 @@
+#!/usr/bin/env python3
+"""Throughput and latency of flask-mcp against a bare-Flask floor and the
+official MCP Python SDK, all on one pinned core.
+
+    python3 bench/run.py                      # the full run (about 14 minutes on 2 cores)
+    python3 bench/run.py --quick              # a smoke run (about 3 minutes)
+    python3 bench/run.py --only call-2026,call-legacy --connections 8
+    python3 bench/run.py --servers flask-mcp --rounds 5 --duration 8
+
+On first use it creates bench/.venv (pinned versions, flask-mcp installed
+editable from this checkout) and installs Debian's wrk if it is missing; it
+then re-runs itself inside that environment. Every server runs under
+``taskset -c 1``, wrk under ``taskset -c 0``, on loopback only; each server is
+started and stopped by this script (by PID) once per round, and the rounds
+visit the servers in a rotated order. See bench/README.md for reading the
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+VENV = BENCH / ".venv"
+VBIN = VENV / "bin"
+LUA = BENCH / "lua"
+RESULTS = BENCH / "results"
+
+#: Everything the benchmark runs, pinned; flask-mcp itself comes from this checkout.
+PINS = [
+    "mcp==2.3.0",
+    "mcp-types==2.3.0",
+    "uvicorn==0.54.0",
+    "uvloop==0.23.0",
+    "httptools==0.9.0",
+    "starlette==1.10.0",
+    "gunicorn==27.0.1",
+    "flask==3.1.3",
+    "werkzeug==3.1.9",
+    "pydantic==2.14.4",
+    "redis==8.1.0",
+    "requests==2.34.2",
+    "pyinstrument==5.1.3",
+]
+
+#: A row whose server core spent more than this share elsewhere is marked as disturbed.
+DISTURBED_PCT = 20
+SERVER_CORE = "1"
+CLIENT_CORE = "0"
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+REDIS_URL = "redis://127.0.0.1:6379"
+SESSION_PREFIX = "flask-mcp:session:"  # flask-mcp's default Redis key prefix
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def ensure_environment() -> None:
+    """bench/.venv with the pinned packages (re-created when the pins or
+    flask-mcp's pyproject change), and wrk."""
+    stamp = VENV / ".bench-installed"
+    wanted = "\n".join(PINS) + "\n" + hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if not (stamp.exists() and stamp.read_text() == wanted):
+        if not (VBIN / "python").exists():
+            print(f"creating {VENV.relative_to(ROOT)} ...", flush=True)
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        print("installing the pinned packages into bench/.venv ...", flush=True)
+        subprocess.run(
+            [str(VBIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             *PINS, "-e", str(ROOT)],
+            check=True,
+        )
+        stamp.write_text(wanted)
+    if shutil.which("wrk") is None:
+        print("installing wrk (apt-get install -y wrk) ...", flush=True)
+        install = ["apt-get", "install", "-y", "-qq", "wrk"]
+        if subprocess.run(install, stdout=subprocess.DEVNULL).returncode != 0:
+            subprocess.run(["apt-get", "update", "-qq"], check=True)
+            subprocess.run(install, check=True, stdout=subprocess.DEVNULL)
+    if shutil.which("taskset") is None:
+        sys.exit("taskset (util-linux) is needed to pin the server and wrk to cores")
+
+
+def in_bench_venv() -> bool:
+    return Path(sys.prefix).resolve() == VENV.resolve()
+
+
+# --------------------------------------------------------------------------- what is measured
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str
+    op: str  # the MCP operation, for the ratios: call, list, discover, initialize
+    lua: str
+    wire: str  # "2026", "session", "none" (legacy wire without a session), "init"
+    text: str
+
+    def body(self) -> dict[str, Any]:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        params: dict[str, Any]
+        if self.op == "call":
+            params = {"name": "echo", "arguments": {"text": "hello"}}
+        elif self.op == "initialize":
+            params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1.0"}}
+        else:
+            params = {}
+        if self.wire == "2026":
+            params["_meta"] = meta
+        method = {"call": "tools/call", "list": "tools/list", "discover": "server/discover",
+                  "initialize": "initialize"}[self.op]
+        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+    def headers(self, session_id: str | None) -> dict[str, str]:
+        """The same headers the Lua script sends."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        method = self.body()["method"]
+        if self.wire == "2026":
+            headers |= {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+            if self.op == "call":
+                headers["Mcp-Name"] = "echo"
+        elif self.wire in ("session", "none"):
+            headers["MCP-Protocol-Version"] = LEGACY
+            if session_id:
+                headers["Mcp-Session-Id"] = session_id
+        return headers
+
+
+WORKLOADS = {
+    w.key: w
+    for w in [
+        Workload("call-2026", "call", "call_2026.lua", "2026", "tools/call echo, 2026-07-28 (stateless)"),
+        Workload("call-legacy", "call", "call_legacy.lua", "session", "tools/call echo, 2025-11-25 session"),
+        Workload("call-nosession", "call", "call_legacy.lua", "none", "tools/call echo, 2025-11-25, no session"),
+        Workload("list-2026", "list", "list_2026.lua", "2026", "tools/list (52 tools), 2026-07-28"),
+        Workload("list-legacy", "list", "list_legacy.lua", "session", "tools/list (52 tools), 2025-11-25 session"),
+        Workload("list-nosession", "list", "list_legacy.lua", "none", "tools/list (52 tools), 2025-11-25, no session"),
+        Workload("discover", "discover", "discover.lua", "2026", "server/discover, 2026-07-28"),
+        Workload("initialize", "initialize", "initialize.lua", "init", "initialize (a new session per request)"),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    key: str
+    kind: str  # gunicorn or uvicorn
+    app: str
+    workloads: tuple[str, ...]
+    worker_class: str = "sync"
+    env: dict[str, str] = field(default_factory=dict)
+    backend: str = ""  # "sqlite", "redis" or "" (placeholders, filled per start)
+    role: str = "flask-mcp"  # flask-mcp, floor, sdk
+    optional: bool = False  # skipped by --quick
+    note: str = ""
+
+
+SERVERS = [
+    ServerSpec("floor/sync", "gunicorn", "bench.apps.floor_app:app", ("call-2026",), role="floor",
+               note="bare Flask, fixed JSON-RPC answer"),
+    ServerSpec("floor/gthread", "gunicorn", "bench.apps.floor_app:app", ("call-2026",), worker_class="gthread",
+               role="floor", optional=True, note="bare Flask, fixed JSON-RPC answer"),
+    ServerSpec("flask-mcp/sync/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
+               ("call-2026", "call-legacy", "list-2026", "list-legacy", "discover", "initialize"),
+               backend="sqlite", note="MCP_BACKEND sqlite (the default store, file in a temp dir)"),
+    ServerSpec("flask-mcp/sync/redis", "gunicorn", "bench.apps.flask_mcp_app:app",
+               ("call-legacy", "initialize"), backend="redis", note="MCP_BACKEND redis://127.0.0.1:6379/<db>"),
+    ServerSpec("flask-mcp/gthread/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
+               ("call-2026", "call-legacy"), worker_class="gthread", backend="sqlite", optional=True,
+               note="gthread, 8 threads"),
+    ServerSpec("sdk/stateless-json", "uvicorn", "bench.apps.sdk_app:app",
+               ("call-2026", "list-2026", "discover", "call-nosession", "list-nosession", "initialize"),
+               env={"BENCH_SDK_MODE": "json"}, role="sdk",
+               note="stateless_http=True, json_response=True; 2026-07-28 requests take the SDK's 2026 path"),
+    ServerSpec("sdk/stateful", "uvicorn", "bench.apps.sdk_app:app",
+               ("call-legacy", "list-legacy", "call-2026", "initialize"),
+               env={"BENCH_SDK_MODE": "stateful"}, role="sdk",
+               note="the defaults (sessions, SSE answers; max_sessions=None)"),
+]
+
+#: The SDK reference each ratio column compares with: (server, workload wire).
+#: A flask-mcp row is compared with the SDK row of the same operation.
+SDK_REFS = {
+    "sdk-json": ("sdk/stateless-json", ("none", "init")),
+    "sdk-stateful": ("sdk/stateful", ("session", "init")),
+    "sdk-2026": ("sdk/stateless-json", ("2026",)),
+}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def vm_rss_kb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as gone.
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def core_ticks(core: str) -> tuple[int, int]:
+    """(busy, steal) clock ticks of one core since boot, from /proc/stat."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{core} "):
+            f = [int(x) for x in line.split()[1:]]
+            user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
+            return user + nice + system + irq + softirq, steal
+    return 0, 0
+
+
+def process_ticks(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total
+
+
+class CoreMeter:
+    """How busy the server core was during a measurement, and how much of that
+    was not the server: other processes on this machine disturb the figures."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.t0 = time.monotonic()
+        self.core0 = core_ticks(SERVER_CORE)
+        self.proc0 = process_ticks(pids)
+
+    def read(self) -> dict[str, float]:
+        elapsed = (time.monotonic() - self.t0) * TICK
+        busy, steal = core_ticks(SERVER_CORE)
+        server = process_ticks(self.pids) - self.proc0
+        busy -= self.core0[0]
+        steal -= self.core0[1]
+        return {
+            "server_cpu_pct": round(100 * server / elapsed, 1),
+            "core_busy_pct": round(100 * busy / elapsed, 1),
+            "other_on_core_pct": round(max(0.0, 100 * (busy - server) / elapsed), 1),
+            "steal_pct": round(100 * steal / elapsed, 1),
+        }
+
+
+class Server:
+    """One running server process (pinned), started and stopped by PID."""
+
+    def __init__(self, spec: ServerSpec, tmp: Path, redis_db: int) -> None:
+        self.spec = spec
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.dir = Path(tempfile.mkdtemp(prefix="srv-", dir=tmp))
+        self.log = self.dir / "server.log"
+        env = {**os.environ, **spec.env, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        if spec.backend == "sqlite":
+            env["FLASK_MCP_BACKEND"] = f"sqlite:///{self.dir}/sessions.sqlite3"  # four slashes: absolute
+        elif spec.backend == "redis":
+            env["FLASK_MCP_BACKEND"] = f"{REDIS_URL}/{redis_db}"
+        if spec.kind == "gunicorn":
+            cmd = [str(VBIN / "gunicorn"), "-w", "1", "-k", spec.worker_class, "-b", f"127.0.0.1:{self.port}",
+                   "--no-control-socket", "--log-level", "warning", "--error-logfile", str(self.log),
+                   "--graceful-timeout", "5", "--timeout", "60", "--chdir", str(ROOT)]
+            if spec.worker_class == "gthread":
+                cmd += ["--threads", "8"]
+            cmd.append(spec.app)
+        else:
+            cmd = [str(VBIN / "python"), "-m", "uvicorn", spec.app, "--host", "127.0.0.1", "--port", str(self.port),
+                   "--no-access-log", "--log-level", "warning", "--loop", "uvloop", "--http", "httptools",
+                   "--timeout-graceful-shutdown", "3", "--app-dir", str(ROOT)]
+        self.cmd = ["taskset", "-c", SERVER_CORE, *cmd]
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self.worker_pid: int | None = None
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        import requests
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.spec.key} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                # Any HTTP answer means the app is loaded (a POST of "{}" is refused by all of
+                # them; a GET could open the SDK's never-ending event stream).
+                requests.post(self.url, data=b"{}", timeout=2,
+                              headers={"Content-Type": "application/json", "Accept": "application/json"})
+            except requests.RequestException:
+                time.sleep(0.1)
+                continue
+            if self.spec.kind == "gunicorn":
+                kids = children(self.proc.pid)
+                if not kids:
+                    time.sleep(0.1)
+                    continue
+                self.worker_pid = kids[0]
+            else:
+                self.worker_pid = self.proc.pid
+            return
+        raise RuntimeError(f"{self.spec.key} did not answer within {timeout:.0f}s:\n{self.log_tail()}")
+
+    def pids(self) -> list[int]:
+        return sorted({self.proc.pid, *([self.worker_pid] if self.worker_pid else [])})
+
+    def rss_kb(self) -> int | None:
+        return vm_rss_kb(self.worker_pid) if self.worker_pid else None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        pids = [self.proc.pid] + ([self.worker_pid] if self.worker_pid and self.worker_pid != self.proc.pid else [])
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        for pid in pids[1:]:
+            deadline = time.monotonic() + 5
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- checks in Python
+
+
+def parse_answer(response: Any) -> dict[str, Any]:
+    """The JSON-RPC message of a JSON or an SSE answer (the last ``data:`` event with an id)."""
+    ctype = response.headers.get("Content-Type", "")
+    if ctype.startswith("text/event-stream"):
+        message = None
+        for block in response.text.replace("\r\n", "\n").split("\n\n"):
+            data = "\n".join(line[5:].lstrip() for line in block.split("\n") if line.startswith("data:"))
+            if data:
+                candidate = json.loads(data)
+                if isinstance(candidate, dict) and "id" in candidate:
+                    message = candidate
+        if message is None:
+            raise ValueError(f"no JSON-RPC answer in the event stream: {response.text[:200]!r}")
+        return message
+    return response.json()  # type: ignore[no-any-return]
+
+
+def open_session(url: str) -> str:
+    """initialize + notifications/initialized, as a legacy client does; the session id."""
+    import requests
+
+    init = WORKLOADS["initialize"]
+    r = requests.post(url, json=init.body(), headers=init.headers(None), timeout=10)
+    r.raise_for_status()
+    if "result" not in parse_answer(r):
+        raise ValueError(f"initialize failed: {r.text[:300]}")
+    sid = r.headers.get("Mcp-Session-Id")
+    if not sid:
+        raise ValueError("initialize answered no Mcp-Session-Id")
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": LEGACY, "Mcp-Session-Id": sid}
+    n = requests.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers, timeout=10)
+    if n.status_code != 202:
+        raise ValueError(f"notifications/initialized answered {n.status_code}: {n.text[:200]}")
+    return sid
+
+
+def check_workload(url: str, workload: Workload, session_id: str | None, floor: bool) -> dict[str, Any]:
+    """One request as wrk will send it: HTTP 200 and a JSON-RPC result of the right shape."""
+    import requests
+
+    r = requests.post(url, json=workload.body(), headers=workload.headers(session_id), timeout=10)
+    if r.status_code != 200:
+        raise ValueError(f"HTTP {r.status_code}: {r.text[:300]}")
+    message = parse_answer(r)
+    result = message.get("result")
+    if not isinstance(result, dict) or "error" in message:
+        raise ValueError(f"no JSON-RPC result: {r.text[:300]}")
+    if not floor:
+        if workload.op == "call" and (result.get("isError") or result["content"][0].get("text") != "hello"):
+            raise ValueError(f"echo did not echo: {result}")
+        if workload.op == "list" and (len(result.get("tools", [])) != 52 or result.get("nextCursor")):
+            raise ValueError(f"expected the 52 tools on one page, got {len(result.get('tools', []))}")
+        if workload.op == "discover" and MODERN not in result.get("supportedVersions", []):
+            raise ValueError(f"discover does not list {MODERN}: {result}")
+    return {"status": r.status_code, "content_type": r.headers.get("Content-Type", ""), "bytes": len(r.content)}
+
+
+# --------------------------------------------------------------------------- wrk
+
+
+def run_wrk(
+    url: str, workload: Workload, connections: int, seconds: int, session_id: str | None, bad_dir: Path | None = None
+) -> dict[str, Any]:
+    env = {**os.environ, "BENCH_LUA_DIR": str(LUA), "BENCH_SESSION_ID": session_id or "",
+           "BENCH_LEGACY_VERSION": LEGACY}
+    if bad_dir:
+        env["BENCH_BAD_DIR"] = str(bad_dir)
+    cmd = ["taskset", "-c", CLIENT_CORE, "wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s",
+           "--timeout", "10s", "-s", str(LUA / workload.lua), url]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=seconds + 60)
+    for line in out.stdout.splitlines():
+        if line.startswith("BENCH_JSON "):
+            data: dict[str, Any] = json.loads(line[len("BENCH_JSON "):])
+            data["rps"] = data["requests"] / (data["duration_us"] / 1e6) if data["duration_us"] else 0.0
+            data["socket_errors"] = data["connect"] + data["read"] + data["write"] + data["timeout"]
+            return data
+    raise RuntimeError(f"wrk printed no result (exit {out.returncode}):\n{out.stdout}\n{out.stderr}")
+
+
+# --------------------------------------------------------------------------- redis hygiene
+
+
+class RedisKeys:
+    """Deletes, at the end, the session keys this run added to its Redis database."""
+
+    def __init__(self, db: int) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(f"{REDIS_URL}/{db}", socket_timeout=5, socket_connect_timeout=2)
+        self.client.ping()
+        self.before = set(self.client.scan_iter(match=SESSION_PREFIX + "*", count=1000))
+
+    def cleanup(self) -> int:
+        removed = 0
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=SESSION_PREFIX + "*", count=1000):
+            if key not in self.before:
+                batch.append(key)
+            if len(batch) >= 1000:
+                removed += self.client.delete(*batch)
+                batch = []
+        if batch:
+            removed += self.client.delete(*batch)
+        self.client.close()
+        return removed
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Cell:
+    server: str
+    workload: str
+    connections: int
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    check: dict[str, Any] | None = None
+    failure: str | None = None
+    failure_log: str | None = None
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    specs = [s for s in SERVERS if not (s.optional and args.no_gthread)]
+    if args.servers:
+        wanted = [w.strip() for w in args.servers.split(",") if w.strip()]
+        specs = [s for s in specs if any(w in s.key for w in wanted) or s.role == "floor"]
+    only = {w.strip() for w in args.only.split(",")} if args.only else None
+    if only:
+        unknown = only - set(WORKLOADS)
+        if unknown:
+            sys.exit(f"unknown workload(s) {sorted(unknown)}; choose from {sorted(WORKLOADS)}")
+    plan: list[tuple[ServerSpec, list[Workload]]] = []
+    for spec in specs:
+        loads = [WORKLOADS[w] for w in spec.workloads if only is None or w in only or spec.role == "floor"]
+        if loads:
+            plan.append((spec, loads))
+
+    redis_keys: RedisKeys | None = None
+    if any(spec.backend == "redis" for spec, _ in plan):
+        try:
+            redis_keys = RedisKeys(args.redis_db)
+        except Exception as exc:  # noqa: BLE001 - any failure means "no Redis here"
+            print(f"!! Redis at {REDIS_URL} unavailable ({exc}); skipping the Redis servers", flush=True)
+            plan = [(s, w) for s, w in plan if s.backend != "redis"]
+
+    cells: dict[tuple[str, str, int], Cell] = {}
+    for spec, loads in plan:
+        for w in loads:
+            for c in args.conns:
+                cells[(spec.key, w.key, c)] = Cell(spec.key, w.key, c)
+
+    per_cell = args.warmup + args.duration * len(args.conns)
+    total = sum(len(w) for _, w in plan) * per_cell * args.rounds
+    print(f"{len(plan)} servers, {sum(len(w) for _, w in plan)} (server, workload) pairs x "
+          f"{len(args.conns)} connection counts x {args.rounds} rounds; "
+          f"{args.warmup}s warm-up + {args.duration}s per measurement: about {total / 60:.1f} min of load", flush=True)
+
+    tmp = Path(tempfile.mkdtemp(prefix="flask-mcp-bench-"))
+    running: list[Server] = []
+    started = time.monotonic()
+    try:
+        for round_no in range(args.rounds):
+            shift = round_no % len(plan)
+            order = plan[shift:] + plan[:shift]
+            print(f"\n== round {round_no + 1}/{args.rounds}", flush=True)
+            for spec, loads in order:
+                server = Server(spec, tmp, args.redis_db)
+                running.append(server)
+                try:
+                    server.wait_ready()
+                    session_id = open_session(server.url) if any(w.wire == "session" for w in loads) else None
+                except Exception as exc:  # noqa: BLE001 - report and go on with the other servers
+                    print(f"!! {spec.key} failed to start or to open a session: {exc}", flush=True)
+                    for w in loads:
+                        for c in args.conns:
+                            cells[(spec.key, w.key, c)].failure = str(exc)[:300]
+                    server.stop()
+                    running.remove(server)
+                    continue
+                for w in loads:
+                    sid = session_id if w.wire == "session" else None
+                    try:
+                        check = check_workload(server.url, w, sid, spec.role == "floor")
+                    except Exception as exc:  # noqa: BLE001
+                        log = server.log_tail(40)
+                        print(f"!! {spec.key} {w.key}: the check request failed: {exc}\n"
+                              f"   server log:\n{log}", flush=True)
+                        for c in args.conns:
+                            cell = cells[(spec.key, w.key, c)]
+                            cell.failure = f"check failed (round {round_no + 1}): {exc}"[:300]
+                            cell.failure_log = log
+                        continue
+                    run_wrk(server.url, w, args.conns[0], args.warmup, sid)  # warm-up, discarded
+                    for c in args.conns:
+                        meter = CoreMeter(server.pids())
+                        result = run_wrk(server.url, w, c, args.duration, sid, server.dir)
+                        result |= meter.read()
+                        result["rss_kb"] = server.rss_kb()
+                        result["round"] = round_no + 1
+                        cell = cells[(spec.key, w.key, c)]
+                        cell.rounds.append(result)
+                        cell.check = check
+                        flag = _error_text(result)
+                        if result["bad_body"]:
+                            sample = server.dir / "bad-1.txt"
+                            if sample.exists():
+                                result["bad_body_sample"] = sample.read_text(errors="replace")[:2000]
+                                flag += f" (first: {result['bad_body_sample'][:120]!r})"
+                        print(f"   {spec.key:26} {w.key:15} c={c:<3} {result['rps']:9.1f} req/s  "
+                              f"p50 {result['p50_us'] / 1000:7.2f} ms  p99 {result['p99_us'] / 1000:7.2f} ms  "
+                              f"rss {_mb(result['rss_kb'])}  cpu {result['server_cpu_pct']:3.0f}%  "
+                              f"other {result['other_on_core_pct']:3.0f}%{'  ' + flag if flag else ''}", flush=True)
+                server.stop()
+                running.remove(server)
+    finally:
+        for server in running:
+            server.stop()
+        removed = redis_keys.cleanup() if redis_keys else 0
+        shutil.rmtree(tmp, ignore_errors=True)
+    if redis_keys:
+        print(f"\n(removed the {removed} Redis session keys this run created in db {args.redis_db})")
+    return {
+        "cells": [cell_summary(cell) for cell in cells.values()],
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "servers": {spec.key: {"kind": spec.kind, "worker_class": spec.worker_class if spec.kind == "gunicorn"
+                               else "uvicorn (uvloop, httptools)", "app": spec.app, "note": spec.note}
+                    for spec, _ in plan},
+    }
+
+
+def _mb(kb: int | None) -> str:
+    return f"{kb / 1024:.0f} MB" if kb else "?"
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    parts = []
+    if result["status"]:
+        parts.append(f"{result['status']} non-2xx")
+    if result["socket_errors"]:
+        parts.append(f"{result['socket_errors']} socket errors")
+    if result["bad_body"]:
+        parts.append(f"{result['bad_body']} answers without a result")
+    return "!! " + ", ".join(parts) if parts else ""
+
+
+def cell_summary(cell: Cell) -> dict[str, Any]:
+    out: dict[str, Any] = {"server": cell.server, "workload": cell.workload, "connections": cell.connections,
+                           "check": cell.check, "failure": cell.failure, "failure_log": cell.failure_log,
+                           "rounds": cell.rounds}
+    if cell.rounds:
+        rps = [r["rps"] for r in cell.rounds]
+        rss = [r["rss_kb"] for r in cell.rounds if r["rss_kb"]]
+        out |= {
+            "rps_median": statistics.median(rps),
+            "rps_min": min(rps),
+            "rps_max": max(rps),
+            "p50_ms_median": statistics.median(r["p50_us"] for r in cell.rounds) / 1000,
+            "p99_ms_median": statistics.median(r["p99_us"] for r in cell.rounds) / 1000,
+            "rss_mb_median": statistics.median(rss) / 1024 if rss else None,
+            "errors": {k: sum(r[k] for r in cell.rounds) for k in ("status", "socket_errors", "bad_body")},
+            "server_cpu_pct_median": statistics.median(r["server_cpu_pct"] for r in cell.rounds),
+            "other_on_core_pct_max": max(r["other_on_core_pct"] for r in cell.rounds),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def ratios(cells: list[dict[str, Any]]) -> None:
+    """Adds, to each cell, its req/s as a multiple of the floor's and of each SDK mode's
+    for the same operation and connection count (ratio of medians)."""
+    by_key = {(c["server"], c["workload"], c["connections"]): c for c in cells if c.get("rps_median")}
+    for c in cells:
+        if not c.get("rps_median"):
+            continue
+        w = WORKLOADS[c["workload"]]
+        n = c["connections"]
+        out: dict[str, float | None] = {}
+        worker = "gthread" if "/gthread" in c["server"] else "sync"
+        floor = by_key.get((f"floor/{worker}", "call-2026", n)) or by_key.get(("floor/sync", "call-2026", n))
+        out["floor"] = c["rps_median"] / floor["rps_median"] if floor else None
+        for name, (server, wires) in SDK_REFS.items():
+            ref = next((by_key[(server, k, n)] for k, v in WORKLOADS.items()
+                        if v.op == w.op and v.wire in wires and (server, k, n) in by_key), None)
+            out[name] = c["rps_median"] / ref["rps_median"] if ref else None
+        c["ratios"] = out
+
+
+def render_table(result: dict[str, Any]) -> str:
+    cells = result["cells"]
+    lines = [
+        "| server | workload | conns | req/s (median) | min-max | p50 ms | p99 ms | RSS MB | resp bytes | srv CPU % "
+        "| other % | errors | x floor | x sdk-json | x sdk-stateful | x sdk-2026 |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|",
+    ]
+    for c in cells:
+        if c.get("failure") and not c.get("rps_median"):
+            reason = " ".join(c["failure"].split())[:80].replace("|", "/")
+            lines.append(f"| {c['server']} | {c['workload']} | {c['connections']} | FAILED | | | | | | | | "
+                         f"{reason} | | | | |")
+            continue
+        if not c.get("rps_median"):
+            continue
+        e = c["errors"]
+        errs = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in e.items() if v) or "0"
+        if c.get("failure"):
+            errs = (errs + ", " if errs != "0" else "") + " ".join(c["failure"].split())[:40].replace("|", "/")
+        if errs != "0":
+            errs = "**!! " + errs + "**"
+        r = c.get("ratios", {})
+        mark = " †" if c["other_on_core_pct_max"] > DISTURBED_PCT else ""
+
+        def fmt(x: float | None) -> str:
+            return f"{x:.2f}" if x else "-"
+
+        lines.append(
+            f"| {c['server']} | {c['workload']} | {c['connections']} | {c['rps_median']:.0f}{mark} | "
+            f"{c['rps_min']:.0f}-{c['rps_max']:.0f} | {c['p50_ms_median']:.2f} | {c['p99_ms_median']:.2f} | "
+            f"{c['rss_mb_median']:.0f} | {(c['check'] or {}).get('bytes', '')} | {c['server_cpu_pct_median']:.0f} | "
+            f"{c['other_on_core_pct_max']:.0f} | {errs} | "
+            f"{fmt(r.get('floor'))} | {fmt(r.get('sdk-json'))} | {fmt(r.get('sdk-stateful'))} | "
+            f"{fmt(r.get('sdk-2026'))} |"
+        )
+    if not any(" †" in line for line in lines):
+        return "\n".join(lines)
+    lines.append("")
+    lines.append(f"† in at least one round, more than {DISTURBED_PCT}% of the server core's time went to "
+                 "something other than the server (other processes, or kernel work such as the disk flushes "
+                 "of the SQLite store).")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- machine facts
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+
+    def git(*a: str) -> str:
+        out = subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True)
+        return out.stdout.strip()
+
+    wrk_version = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "cpu": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "wrk": wrk_version[0] if wrk_version else "",
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "flask_mcp_dirty": bool(git("status", "--porcelain", "--", "flask_mcp")),
+        "loadavg_start": os.getloadavg(),
+        "pins": PINS,
+    }
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 1 round, 1 s warm-up, 3 s per measurement, no gthread, 2 000 sessions")
+    p.add_argument("--duration", type=int, help="seconds per measurement (default 4; --quick 3)")
+    p.add_argument("--warmup", type=int, help="seconds of warm-up per (server, workload) (default 2; --quick 1)")
+    p.add_argument("--rounds", type=int, help="rounds, each restarting every server (default 3; --quick 1)")
+    p.add_argument("--connections", default="8,64", help="wrk connection counts (default 8,64)")
+    p.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
+    p.add_argument("--servers", help="comma-separated substrings of server names (the floor always runs)")
+    p.add_argument("--no-gthread", action="store_true", help="skip the gthread servers")
+    p.add_argument("--no-sessions", action="store_true", help="skip the session-store micro-benchmark")
+    p.add_argument("--sessions", type=int, help="sessions per store in bench/sessions.py (default 10000)")
+    p.add_argument("--redis-db", type=int, default=14, help="Redis database for the app runs (default 14)")
+    p.add_argument("--json", default=str(RESULTS / "latest.json"), help="where to write the results")
+    args = p.parse_args(argv)
+    args.duration = args.duration or (3 if args.quick else 4)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.sessions = args.sessions or (2000 if args.quick else 10_000)
+    args.no_gthread = args.no_gthread or args.quick
+    args.conns = [int(c) for c in args.connections.split(",") if c.strip()]
+    if args.warmup < 1 or args.duration < 1:
+        p.error("--warmup and --duration are whole seconds, at least 1")
+    return args
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str]) -> int:
+    if not in_bench_venv():
+        if any(a in ("-h", "--help") for a in argv):
+            parse_args(argv)
+        ensure_environment()
+        os.execv(str(VBIN / "python"), [str(VBIN / "python"), str(Path(__file__).resolve()), *argv])
+    args = parse_args(argv)
+    if shutil.which("wrk") is None:
+        ensure_environment()
+    # A stop request (SIGTERM) unwinds like Ctrl-C, so the finally blocks stop the servers.
+    signal.signal(signal.SIGTERM, _interrupt)
+
+    facts = machine()
+    print(f"flask-mcp benchmark: {facts['cores']} cores ({facts['cpu']}), commit {facts['commit']}"
+          f"{' + uncommitted flask_mcp changes' if facts['flask_mcp_dirty'] else ''}; "
+          f"servers on core {SERVER_CORE}, wrk on core {CLIENT_CORE}", flush=True)
+    result = measure(args)
+    ratios(result["cells"])
+    result["machine"] = facts | {"loadavg_end": os.getloadavg()}
+    result["settings"] = {"rounds": args.rounds, "warmup_s": args.warmup, "duration_s": args.duration,
+                          "connections": args.conns, "quick": args.quick}
+
+    if not args.no_sessions:
+        print("\n== session stores (bench/sessions.py, pinned to core 1)", flush=True)
+        out = Path(tempfile.mkstemp(prefix="sessions-", suffix=".json")[1])
+        try:
+            subprocess.run(["taskset", "-c", SERVER_CORE, str(VBIN / "python"), str(BENCH / "sessions.py"),
+                            "--count", str(args.sessions), "--json", str(out)], check=True, cwd=ROOT, timeout=600)
+            result["sessions"] = json.loads(out.read_text())
+        except (subprocess.SubprocessError, ValueError) as exc:
+            print(f"!! sessions.py failed: {exc}", flush=True)
+        finally:
+            out.unlink(missing_ok=True)
+
+    table = render_table(result)
+    result["table_markdown"] = table
+    print("\n" + table)
+    flagged = [c for c in result["cells"] if c.get("failure") or any((c.get("errors") or {}).values())]
+    if flagged:
+        print(f"\n!! {len(flagged)} row(s) had errors or failed: see the errors column")
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"\nresults: {path}  ({result['elapsed_s'] / 60:.1f} min of servers and load)")
+    return 1 if flagged else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)
