@@ -847,7 +847,8 @@ def test_sqlite_read_only_file_is_unavailable(tmp_path: Path) -> None:
     folder.mkdir()
     backend = open_backend(f"sqlite:///{folder / 'mcp.sqlite3'}", timeout=42, instance_path=str(tmp_path))
     session = full_session()
-    backend.sessions.create(session)  # the last connection closes: no -wal/-shm files remain
+    backend.sessions.create(session)
+    backend.close()  # as a worker starting afresh: no open connection, no -wal/-shm files remain
 
     with read_only(folder / "mcp.sqlite3", folder):
         with pytest.raises(BackendUnavailable):

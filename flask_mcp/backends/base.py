@@ -136,6 +136,7 @@ def _open_uri(uri: str, *, timeout: float, instance_path: str, io_timeout: float
             bus=SqliteMessageBus(database),
             description=f"sqlite:///{path}",
             check=database.check,
+            close=database.close,
         )
     if scheme in ("redis", "rediss", "redis+unix"):
         from .redis import backend_from_url

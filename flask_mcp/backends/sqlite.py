@@ -1,7 +1,9 @@
 """Sessions and messages in one SQLite file: shared by every gunicorn worker
 of a machine with no service to run. WAL mode lets readers and the single
-writer proceed together; every call opens its own short-lived connection
-(safe across threads and ``fork``) with a bounded busy timeout."""
+writer proceed together. Each thread of each process keeps one connection
+(opening one per call costs a millisecond: the last connection to close
+checkpoints the WAL), with a bounded busy timeout; after ``fork`` a child
+opens its own."""
 
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class SqliteDatabase:
         self.io_timeout = io_timeout
         self._ready = False
         self._ready_lock = threading.Lock()
+        self._local = threading.local()
 
     def open(self) -> sqlite3.Connection:
         """A new autocommit connection; the caller closes it."""
@@ -58,14 +61,25 @@ class SqliteDatabase:
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection for one call, closed afterwards; faults become :class:`BackendUnavailable`."""
-        connection = self.open()
+        """This thread's connection; faults become :class:`BackendUnavailable`
+        and drop it, so the next call starts afresh (a fixed file recovers)."""
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid() or local.connection is None:
+            local.connection, local.pid = self.open(), os.getpid()
         try:
-            yield connection
+            yield local.connection
         except sqlite3.Error as exc:
+            self._drop()
             raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
-        finally:
+
+    def _drop(self) -> None:
+        connection, self._local.connection = getattr(self._local, "connection", None), None
+        if connection is not None and getattr(self._local, "pid", None) == os.getpid():
             connection.close()
+
+    def close(self) -> None:
+        """Close this thread's connection (others close with their threads)."""
+        self._drop()
 
     def check(self) -> None:
         """Raise :class:`BackendUnavailable` unless the file can be opened and written."""
@@ -121,6 +135,8 @@ class SqliteSessionStore:
         self.timeout = timeout
         self.clock = clock
         self.prune_interval = prune_interval
+        #: How stale ``last_seen`` may get before a read refreshes it.
+        self.refresh_slack = min(60.0, timeout / 10)
         self._last_prune: float | None = None
 
     def create(self, session: Session) -> None:
@@ -134,16 +150,22 @@ class SqliteSessionStore:
             self._maybe_prune(connection, now)
 
     def get(self, session_id: str) -> Session | None:
+        """Read the session; the idle timer is written back only when it is more
+        than ``refresh_slack`` seconds old (a read is far cheaper than a write)."""
         now = self.clock()
         with self.database.connection() as connection:
-            rows = connection.execute(
-                "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen >= ? RETURNING record",
-                (now, session_id, now - self.timeout),
-            ).fetchall()  # all rows: the statement must finish for the write to commit
-            if not rows:
+            row = connection.execute(
+                "SELECT record, last_seen FROM mcp_sessions WHERE id = ? AND last_seen >= ?",
+                (session_id, now - self.timeout),
+            ).fetchone()
+            if row is None:
                 self._forget_expired(connection, session_id, now)
                 return None
-        session = Session.from_dict(json.loads(rows[0][0]))
+            if now - row[1] > self.refresh_slack:
+                connection.execute(
+                    "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen < ?", (now, session_id, now)
+                )
+        session = Session.from_dict(json.loads(row[0]))
         session.last_seen = now
         return session
 
