@@ -59,6 +59,7 @@ PINS = [
     "redis==8.1.0",
     "requests==2.34.2",
     "pyinstrument==5.1.3",
+    "orjson==3.13.0",  # flask-mcp's "fast" extra, as a production install would have it
 ]
 
 #: A row whose server core spent more than this share elsewhere is marked as disturbed.

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, request
@@ -79,8 +79,10 @@ def _subject(principal: Principal | None) -> str | None:
     return principal.subject if principal is not None else None
 
 
-def _headers() -> dict[str, str]:
-    return {name.lower(): value for name, value in request.headers.items()}
+def _headers() -> Mapping[str, str]:
+    """The request headers for the core: werkzeug's view looks names up
+    case-insensitively, so no copy is needed."""
+    return request.headers  # type: ignore[return-value]
 
 
 def _post() -> Response:
@@ -144,9 +146,14 @@ def _health() -> Response:
     return _json_response({"status": "ok", "server": settings.name, "version": settings.version}, 200)
 
 
+#: What every MCP client sends: answered without parsing the header.
+_USUAL_ACCEPT = frozenset({"application/json, text/event-stream", "text/event-stream, application/json"})
+
+
 def _negotiate_media() -> bool:
     """True when the answer must be an event stream (the client takes no JSON)."""
-    if "Accept" not in request.headers:
+    value = request.headers.get("Accept")
+    if value is None or value in _USUAL_ACCEPT:
         return False
     accept = request.accept_mimetypes
     if accept.best_match([JSON]) is not None:
@@ -160,7 +167,10 @@ def _negotiate_media() -> bool:
 
 def _accepts_stream() -> bool:
     """Whether notifications can precede the result (the client takes SSE)."""
-    return "Accept" not in request.headers or request.accept_mimetypes.best_match([EVENT_STREAM]) is not None
+    value = request.headers.get("Accept")
+    if value is None or value in _USUAL_ACCEPT:
+        return True
+    return request.accept_mimetypes.best_match([EVENT_STREAM]) is not None
 
 
 def _read_body(limit: int) -> bytes:

@@ -3,6 +3,7 @@ MCP processing (spec: servers MUST validate ``Origin``; a bad one gets 403)."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -12,6 +13,7 @@ from .errors import HostNotAllowed, OriginNotAllowed
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback(host: str) -> bool:
     host = host.strip("[]").lower()
     if host == "localhost" or host.endswith(".localhost"):

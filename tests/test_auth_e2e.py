@@ -140,8 +140,9 @@ def test_the_sdk_client_completes_an_authenticated_session(
         assert [e["status"] for e in recorder.exchanges if e["method"] == "DELETE"] == [200]
     else:
         assert all(e["session"] is None for e in recorder.exchanges)
-    # Each worker introspected the token at most once; the rest came from its cache.
-    assert 1 <= auth_server.stats()["introspect"] <= 2
+    # The token was introspected once per worker (twice when two of a worker's
+    # threads missed its cache at the same moment); the rest came from the cache.
+    assert 1 <= auth_server.stats()["introspect"] <= 4
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -278,3 +278,12 @@ def test_encoded_message_round_trips_through_parse_and_classify() -> None:
 )
 def test_error_codes_have_the_spec_values(name: str, code: int) -> None:
     assert ErrorCode[name] == code
+
+
+def test_the_stdlib_and_the_fast_encoder_write_the_same_bytes() -> None:
+    from flask_mcp.protocol.jsonrpc import encode, encode_stdlib
+
+    message = {"jsonrpc": "2.0", "id": 0, "result": {"text": "é ✓", "n": [1, 2.5, None, True]}}
+    assert encode(message) == encode_stdlib(message)
+    huge = {"jsonrpc": "2.0", "id": 1, "result": {"n": 2**70}}  # beyond orjson: the stdlib takes over
+    assert encode(huge) == encode_stdlib(huge)
