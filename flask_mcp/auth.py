@@ -403,10 +403,7 @@ def _metadata() -> Response:
 
 
 def _declared_scopes(state: Any) -> tuple[str, ...]:
-    """Every scope a registered tool asks for, when none are configured."""
-    tools = state.extension.tools
-    found: set[str] = set()
-    for definition in tools.definitions():
-        tool = tools.find(definition["name"])
-        found.update(getattr(tool, "scopes", ()))
+    """Every scope a registered tool, resource or prompt asks for, when none are configured."""
+    mcp = state.extension
+    found = mcp.tools.declared_scopes() | mcp.resources.declared_scopes() | mcp.prompts.declared_scopes()
     return tuple(sorted(found))

@@ -185,6 +185,10 @@ class PromptRegistry:
     def find(self, name: str) -> Prompt | None:
         return self._prompts.get(name)
 
+    def declared_scopes(self) -> set[str]:
+        """Every scope a registered prompt asks for (for protected resource metadata)."""
+        return {scope for prompt in list(self._prompts.values()) for scope in prompt.scopes}
+
     def __len__(self) -> int:
         return len(self._prompts)
 

@@ -247,6 +247,11 @@ class ResourceRegistry:
         """A registered resource or template by its exact URI or template string."""
         return self._fixed.get(uri) or self._templates.get(uri)
 
+    def declared_scopes(self) -> set[str]:
+        """Every scope a resource or template asks for (for protected resource metadata)."""
+        entries = list(self._fixed.values()) + list(self._templates.values())
+        return {scope for resource in entries for scope in resource.scopes}
+
     def __len__(self) -> int:
         return len(self._fixed) + len(self._templates)
 

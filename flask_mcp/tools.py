@@ -213,6 +213,10 @@ class ToolRegistry:
     def find(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def declared_scopes(self) -> set[str]:
+        """Every scope a registered tool asks for (for protected resource metadata)."""
+        return {scope for tool in list(self._tools.values()) for scope in tool.scopes}
+
     def __len__(self) -> int:
         return len(self._tools)
 

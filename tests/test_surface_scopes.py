@@ -332,3 +332,35 @@ def test_resources_prompts_and_views_added_at_run_time_take_scopes_too(make_clie
     assert "file:///late.txt" not in listed and "ui://secret-view" not in listed
     assert "late_prompt" not in {p["name"] for p in client.list_prompts().result["prompts"]}
     assert_insufficient_scope(client.read_resource("ui://secret-view"), "late", "Resource 'ui://secret-view'")
+
+
+def test_protected_resource_metadata_lists_the_scopes_of_resources_and_prompts_too() -> None:
+    from flask import Flask
+
+    from flask_mcp import MCP
+
+    app = Flask(__name__)
+    app.config.update(MCP_AUTH=True, MCP_AUTH_SERVERS=["https://auth.example.com"], MCP_BACKEND="memory://")
+    mcp = MCP(app)
+
+    @mcp.tool(scopes=["tools:run"])
+    def run() -> str:
+        """Runs."""
+        return "ran"
+
+    @mcp.resource("notes://today", scopes=["notes:read"])
+    def today() -> str:
+        """Today's note."""
+        return "note"
+
+    @mcp.prompt(scopes=["prompts:use"])
+    def greet() -> str:
+        """Greets."""
+        return "hello"
+
+    @mcp.token_verifier
+    def verify(token: str) -> None:
+        return None
+
+    document = app.test_client().get("/.well-known/oauth-protected-resource").get_json()
+    assert document["scopes_supported"] == ["notes:read", "prompts:use", "tools:run"]
