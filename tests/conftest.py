@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -202,3 +204,27 @@ def example_server() -> Iterator[GunicornServer]:
     server = GunicornServer("example.app:app")
     yield server
     server.stop()
+
+
+@contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """Make files and folders unwritable for real: ``chmod`` for a normal user;
+    root ignores modes, so for root the immutable attribute (``chattr +i``)."""
+    if os.geteuid() != 0:
+        modes = {path: path.stat().st_mode for path in paths}
+        for path in paths:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            for path, mode in modes.items():
+                path.chmod(mode)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", *map(str, paths)], capture_output=True).returncode != 0:
+        subprocess.run([chattr or "chattr", "-i", *map(str, paths)], capture_output=True)
+        pytest.skip("running as root on a file system without chattr +i: cannot make a file read-only")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", *map(str, paths)], check=True)

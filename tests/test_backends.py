@@ -16,13 +16,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
+from conftest import read_only
 
 from flask_mcp.backends.base import (
     Backend,
@@ -816,30 +816,6 @@ def test_sqlite_file_whose_folder_cannot_be_created_is_unavailable_until_it_can(
     session = full_session()
     backend.sessions.create(session)
     assert backend.sessions.get(session.id) is not None
-
-
-@contextmanager
-def read_only(*paths: Path) -> Iterator[None]:
-    """Make files and folders unwritable for real: ``chmod`` for a normal user;
-    root ignores modes, so for root the immutable attribute (``chattr +i``)."""
-    if os.geteuid() != 0:
-        modes = {path: path.stat().st_mode for path in paths}
-        for path in paths:
-            path.chmod(0o555 if path.is_dir() else 0o444)
-        try:
-            yield
-        finally:
-            for path, mode in modes.items():
-                path.chmod(mode)
-        return
-    chattr = shutil.which("chattr")
-    if chattr is None or subprocess.run([chattr, "+i", *map(str, paths)], capture_output=True).returncode != 0:
-        subprocess.run([chattr or "chattr", "-i", *map(str, paths)], capture_output=True)
-        pytest.skip("running as root on a file system without chattr +i: cannot make a file read-only")
-    try:
-        yield
-    finally:
-        subprocess.run([chattr, "-i", *map(str, paths)], check=True)
 
 
 def test_sqlite_read_only_file_is_unavailable(tmp_path: Path) -> None:

@@ -16,14 +16,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import requests
-from conftest import GunicornServer, free_port, validate_message
+from conftest import GunicornServer, free_port, read_only, validate_message
 
 pytestmark = pytest.mark.e2e
 
@@ -557,30 +556,6 @@ def test_a_frozen_redis_is_a_503_within_five_seconds_not_a_hang(
     assert_clean_log(server)
 
 
-@contextmanager
-def immutable(*paths: Path) -> Iterator[None]:
-    """Really unwritable: ``chmod`` for a normal user; root ignores modes, so
-    for root the immutable attribute (``chattr +i``), always removed afterwards."""
-    if os.geteuid() != 0:
-        modes = {path: path.stat().st_mode for path in paths}
-        for path in paths:
-            path.chmod(0o555 if path.is_dir() else 0o444)
-        try:
-            yield
-        finally:
-            for path, mode in modes.items():
-                path.chmod(mode)
-        return
-    chattr = shutil.which("chattr")
-    if chattr is None or subprocess.run([chattr, "+i", *map(str, paths)], capture_output=True).returncode != 0:
-        subprocess.run([chattr or "chattr", "-i", *map(str, paths)], capture_output=True)
-        pytest.skip("running as root without a working chattr +i: cannot make a folder unwritable")
-    try:
-        yield
-    finally:
-        subprocess.run([chattr, "-i", *map(str, paths)], check=True)
-
-
 def test_sqlite_in_an_unwritable_folder_is_a_503_until_the_folder_is_writable_again(
     tmp_path: Path, gunicorn_server: StartServer
 ) -> None:
@@ -590,7 +565,7 @@ def test_sqlite_in_an_unwritable_folder_is_a_503_until_the_folder_is_writable_ag
     server = start_cluster(gunicorn_server, f"sqlite:///{database}", workers=2)
     client = LegacyClient(server.url)
 
-    with immutable(folder):  # the file cannot even be created
+    with read_only(folder):  # the file cannot even be created
         timings = []
         for _ in range(3):
             response, elapsed = timed(client.initialize_request)
@@ -607,7 +582,7 @@ def test_sqlite_in_an_unwritable_folder_is_a_503_until_the_folder_is_writable_ag
     # The database frozen with its folder and its WAL files (workers keep their
     # connections open, so a writable WAL alone would keep sessions working).
     frozen = [p for p in (database, Path(f"{database}-wal"), Path(f"{database}-shm")) if p.exists()]
-    with immutable(*frozen, folder):
+    with read_only(*frozen, folder):
         # Reading a session needs no write (its idle timer is refreshed only
         # when stale), so workers with an open connection may still serve it.
         response, elapsed = timed(lambda: client.call("whoami"))

@@ -93,6 +93,10 @@ class SqliteDatabase:
             # NORMAL is durable against a process crash in WAL mode (only a
             # power loss can drop the last transactions).
             connection.execute("PRAGMA synchronous=NORMAL")
+            # SQLite quietly opens an unwritable file read-only; such a connection,
+            # kept for the thread's life, would fail writes after the file is fixed.
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("ROLLBACK")
         except BaseException:
             connection.close()
             raise
