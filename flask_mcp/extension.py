@@ -78,6 +78,7 @@ class MCP(ServerSurface):
         self._icons = tuple(dict(icon) for icon in icons or ())
         self._instructions: InstructionsSource | None = instructions
         self._tools = ToolRegistry()
+        self._tools.on_list_changed.append(self._changed)
         self._init_surface(self._changed)  # resources, prompts, completions (surface.py)
         self._token_verifier: TokenVerifier | None = None
         self.blueprint = create_blueprint()
@@ -222,11 +223,9 @@ class MCP(ServerSurface):
         elif visibility is not None:
             raise ValueError("visibility= applies to a tool with a view: give ui= too")
         self._tools.add(Tool.from_function(fn, **options))
-        self._changed("tools")
 
     def remove_tool(self, name: str) -> None:
         self._tools.remove(name)
-        self._changed("tools")
 
     # ------------------------------------------------------------------ change notifications
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from .errors import ToolError
 from .protocol.errors import InternalError, InvalidParams, MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo
 from .protocol.providers import PromptOutcome
+from .registry import NamedRegistry
 from .schema import InputSpec, build_input, describe
 
 logger = logging.getLogger("flask_mcp")
@@ -24,8 +24,6 @@ logger = logging.getLogger("flask_mcp")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _ROLES = ("user", "assistant")
 
-#: Called with the kind of list that changed ("prompts").
-ListChanged = Callable[[str], None]
 
 
 @dataclass
@@ -146,51 +144,9 @@ def _message(item: Any) -> dict[str, Any]:
     return {"role": "user", "content": as_block(item)}  # text, a content helper or block, JSON
 
 
-class PromptRegistry:
+class PromptRegistry(NamedRegistry[Prompt]):
     """The prompts of one :class:`~flask_mcp.MCP`, in registration order.
     ``on_list_changed`` callbacks hear every change."""
 
     def __init__(self) -> None:
-        self.on_list_changed: list[ListChanged] = []
-        self._prompts: dict[str, Prompt] = {}
-        self._generation = 0
-        self._lock = threading.Lock()
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    def add(self, prompt: Prompt) -> None:
-        with self._lock:
-            if prompt.name in self._prompts:
-                raise ValueError(f"A prompt named {prompt.name!r} is already registered")
-            self._prompts[prompt.name] = prompt
-            self._generation += 1
-        self._announce()
-
-    def remove(self, name: str) -> None:
-        with self._lock:
-            if self._prompts.pop(name, None) is None:
-                raise KeyError(f"No prompt named {name!r}")
-            self._generation += 1
-        self._announce()
-
-    def _announce(self) -> None:
-        for callback in list(self.on_list_changed):
-            callback("prompts")
-
-    def definitions(self) -> list[dict[str, Any]]:
-        return [p.definition for p in list(self._prompts.values())]
-
-    def find(self, name: str) -> Prompt | None:
-        return self._prompts.get(name)
-
-    def declared_scopes(self) -> set[str]:
-        """Every scope a registered prompt asks for (for protected resource metadata)."""
-        return {scope for prompt in list(self._prompts.values()) for scope in prompt.scopes}
-
-    def __len__(self) -> int:
-        return len(self._prompts)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._prompts
+        super().__init__("prompts", "prompt")

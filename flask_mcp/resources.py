@@ -24,6 +24,7 @@ from .errors import ToolError
 from .protocol.errors import InternalError, MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo
 from .protocol.providers import ReadOutcome
+from .registry import ListChanged
 from .schema import InputSpec, build_input, describe
 from .uritemplate import UriTemplate, is_template
 
@@ -32,8 +33,6 @@ logger = logging.getLogger("flask_mcp")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 CACHE_SCOPES = ("public", "private")
 
-#: Called with the kind of list that changed ("resources", "prompts").
-ListChanged = Callable[[str], None]
 
 
 @dataclass

@@ -6,7 +6,6 @@ import inspect
 import json
 import logging
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from .protocol.errors import MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
 from .protocol.headers import HeaderParam, collect_header_params
 from .ratelimit import parse_limit
+from .registry import NamedRegistry
 from .schema import InputSpec, OutputSpec, build_input, build_output, describe
 
 logger = logging.getLogger("flask_mcp")
@@ -177,48 +177,8 @@ def _blocks(value: Any) -> list[dict[str, Any]]:
     return [_text(_json(to_jsonable_python(value)))]
 
 
-class ToolRegistry:
+class ToolRegistry(NamedRegistry[Tool]):
     """The tools of one :class:`~flask_mcp.MCP`, in registration order."""
 
     def __init__(self) -> None:
-        self._tools: dict[str, Tool] = {}
-        self._generation = 0
-        self._definitions: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    def add(self, tool: Tool) -> None:
-        with self._lock:
-            if tool.name in self._tools:
-                raise ValueError(f"A tool named {tool.name!r} is already registered")
-            self._tools[tool.name] = tool
-            self._changed()
-
-    def remove(self, name: str) -> None:
-        with self._lock:
-            if self._tools.pop(name, None) is None:
-                raise KeyError(f"No tool named {name!r}")
-            self._changed()
-
-    def _changed(self) -> None:
-        self._definitions = [t.definition for t in self._tools.values()]
-        self._generation += 1
-
-    def definitions(self) -> Sequence[dict[str, Any]]:
-        return self._definitions
-
-    def find(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def declared_scopes(self) -> set[str]:
-        """Every scope a registered tool asks for (for protected resource metadata)."""
-        return {scope for tool in list(self._tools.values()) for scope in tool.scopes}
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        super().__init__("tools", "tool")
