@@ -15,10 +15,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from ..protocol.session import Session
 from .base import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message, Subscription
+
+_T = TypeVar("_T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mcp_sessions (
@@ -49,6 +51,7 @@ class SqliteDatabase:
         self._ready = False
         self._ready_lock = threading.Lock()
         self._local = threading.local()
+        self._epoch = 0
 
     def open(self) -> sqlite3.Connection:
         """A new autocommit connection; the caller closes it."""
@@ -64,11 +67,16 @@ class SqliteDatabase:
         """This thread's connection; faults become :class:`BackendUnavailable`
         and drop it, so the next call starts afresh (a fixed file recovers)."""
         local = self._local
-        if getattr(local, "pid", None) != os.getpid() or local.connection is None:
-            local.connection, local.pid = self.open(), os.getpid()
+        if getattr(local, "pid", None) != os.getpid() or local.connection is None or local.epoch != self._epoch:
+            self._drop()
+            local.connection, local.pid, local.epoch = self.open(), os.getpid(), self._epoch
         try:
             yield local.connection
         except sqlite3.Error as exc:
+            # Every thread of this process reconnects: SQLite shares a file's
+            # state between a process's connections (a WAL index opened
+            # read-only during a fault stays so while any of them is open).
+            self._epoch += 1
             self._drop()
             raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
 
@@ -144,6 +152,9 @@ class SqliteSessionStore:
         self._last_prune: float | None = None
 
     def create(self, session: Session) -> None:
+        self._retried(lambda: self._create(session))
+
+    def _create(self, session: Session) -> None:
         now = self.clock()
         session.created_at = session.last_seen = now
         with self.database.connection() as connection:
@@ -154,6 +165,9 @@ class SqliteSessionStore:
             self._maybe_prune(connection, now)
 
     def get(self, session_id: str) -> Session | None:
+        return self._retried(lambda: self._get(session_id))
+
+    def _get(self, session_id: str) -> Session | None:
         """Read the session; the idle timer is written back only when it is more
         than ``refresh_slack`` seconds old (a read is far cheaper than a write)."""
         now = self.clock()
@@ -174,6 +188,9 @@ class SqliteSessionStore:
         return session
 
     def touch(self, session_id: str) -> bool:
+        return self._retried(lambda: self._touch(session_id))
+
+    def _touch(self, session_id: str) -> bool:
         """Refresh the idle timer without reading; ``False`` if unknown or expired."""
         now = self.clock()
         with self.database.connection() as connection:
@@ -187,6 +204,9 @@ class SqliteSessionStore:
             return False
 
     def save(self, session: Session) -> None:
+        self._retried(lambda: self._save(session))
+
+    def _save(self, session: Session) -> None:
         """Replace the record in one statement; an expired or deleted session stays gone."""
         now = self.clock()
         with self.database.connection() as connection:
@@ -196,8 +216,20 @@ class SqliteSessionStore:
             )
 
     def delete(self, session_id: str) -> bool:
+        return self._retried(lambda: self._delete(session_id))
+
+    def _delete(self, session_id: str) -> bool:
         with self.database.connection() as connection:
             return connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+    def _retried(self, operation: Callable[[], _T]) -> _T:
+        """Run a store operation, once more on a fresh connection if it failed:
+        a connection kept from before a fault (a file made read-only, then fixed)
+        can stay broken when a new one works."""
+        try:
+            return operation()
+        except BackendUnavailable:
+            return operation()
 
     def __len__(self) -> int:
         """Live sessions (for tests and diagnostics)."""
