@@ -96,6 +96,14 @@ def validate_message(version: str, method: str | None, message: dict[str, Any]) 
         _validator(version, definition).validate(message["result"])
 
 
+def connect(make_client: Callable[..., MCPTestClient], app: Flask, version: str, **kwargs: Any) -> MCPTestClient:
+    """A validating test client of ``version``; legacy ones are initialized."""
+    client = make_client(app, version, **kwargs)
+    if version != "2026-07-28":
+        client.initialize()
+    return client
+
+
 @pytest.fixture
 def validated() -> list[tuple[str, str | None, dict[str, Any]]]:
     """Every message the test clients received (each already validated)."""

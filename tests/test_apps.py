@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import ALL_VERSIONS, connect
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -16,7 +17,7 @@ from flask_mcp.testing import MCPTestClient
 
 MakeClient = Callable[..., MCPTestClient]
 
-ALL = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26")
+ALL = ALL_VERSIONS
 UI = "io.modelcontextprotocol/ui"
 MIME = "text/html;profile=mcp-app"
 HTML = "<!doctype html><html><body><p>view</p></body></html>"
@@ -33,13 +34,6 @@ def app(mcp: MCP) -> Flask:
     app.config["MCP_BACKEND"] = "memory://"
     mcp.init_app(app)
     return app
-
-
-def connect(make_client: MakeClient, app: Flask, version: str, **kwargs: Any) -> MCPTestClient:
-    client = make_client(app, version, **kwargs)
-    if version != "2026-07-28":
-        client.initialize()
-    return client
 
 
 def view_meta(client: MCPTestClient, uri: str = "ui://apps/view") -> tuple[dict[str, Any], dict[str, Any]]:

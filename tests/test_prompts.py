@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
+from conftest import ALL_VERSIONS, connect
 from flask import Flask
 from pydantic import Field
 
@@ -28,7 +29,7 @@ from flask_mcp.testing import MCPTestClient
 
 MakeClient = Callable[..., MCPTestClient]
 
-ALL = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26")
+ALL = ALL_VERSIONS
 LEGACY = ALL[1:]
 PNG = b"\x89PNG\r\n\x1a\n fake image bytes"
 ICON = {"src": "https://example.com/icon.png", "mimeType": "image/png"}
@@ -46,13 +47,6 @@ def app(mcp: MCP) -> Flask:
     app.config["MCP_BACKEND"] = "memory://"
     mcp.init_app(app)
     return app
-
-
-def connect(make_client: MakeClient, app: Flask, version: str, **kwargs: Any) -> MCPTestClient:
-    client = make_client(app, version, **kwargs)
-    if version != "2026-07-28":
-        client.initialize()
-    return client
 
 
 def get(client: MCPTestClient, name: str, arguments: dict[str, Any] | None = None) -> Any:

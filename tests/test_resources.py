@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import ALL_VERSIONS, connect
 from flask import Flask
 
 from flask_mcp import MCP
@@ -15,7 +16,7 @@ from flask_mcp.testing import MCPTestClient
 
 MakeClient = Callable[..., MCPTestClient]
 
-ALL = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26")
+ALL = ALL_VERSIONS
 LEGACY = ALL[1:]
 ICON = {"src": "https://example.com/icon.png", "mimeType": "image/png"}
 
@@ -32,13 +33,6 @@ def app(mcp: MCP) -> Flask:
     app.config["MCP_BACKEND"] = "memory://"
     mcp.init_app(app)
     return app
-
-
-def connect(make_client: MakeClient, app: Flask, version: str, **kwargs: Any) -> MCPTestClient:
-    client = make_client(app, version, **kwargs)
-    if version != "2026-07-28":
-        client.initialize()
-    return client
 
 
 def read(client: MCPTestClient, uri: str) -> Any:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import ALL_VERSIONS, LEGACY_VERSIONS
+from conftest import ALL_VERSIONS, LEGACY_VERSIONS, connect
 from flask import Flask, request
 
 from flask_mcp import MCP
@@ -78,13 +78,6 @@ def seen() -> Seen:
 @pytest.fixture
 def app(seen: Seen) -> Flask:
     return build_app(seen)
-
-
-def connect(make_client: MakeClient, app: Flask, version: str, **kwargs: Any) -> MCPTestClient:
-    client = make_client(app, version, **kwargs)
-    if version != "2026-07-28":
-        client.initialize()
-    return client
 
 
 def last_headers(seen: Seen, method: str = "POST") -> dict[str, str]:
