@@ -22,6 +22,7 @@ from .errors import (
     UnsupportedContentType,
 )
 from .protocol import jsonrpc
+from .protocol.events import StreamRecorder
 from .protocol.exchange import Reply
 from .security import check_host, check_origin
 
@@ -110,8 +111,9 @@ def _post() -> Response:
         return streaming.respond(
             reply.deferred,
             live=_accepts_stream(),
-            heartbeat=state.settings.sse_heartbeat,
+            options=state.stream_options,
             render=lambda done: _render(done, wants_stream),
+            recorder=_recorder(state, reply.resumable_session),
         )
     if notifications and reply.body is not None and _accepts_stream():
         return _render_stream(notifications, reply)  # a 2025-03-26 batch
@@ -121,13 +123,27 @@ def _post() -> Response:
 def _get() -> Response:
     state = _state()
     _guard(state)
-    gone = state.server.check_get(_headers(), _subject(_caller(state)))
-    if gone is not None:
-        return _render(gone, False)
+    reply = state.server.check_get(_headers(), _subject(_caller(state)))
+    if reply is not None and reply.resume is not None and state.server.events is not None:
+        if not _accepts_stream():
+            raise NotAcceptableMedia("Resuming a stream answers with an event stream: accept text/event-stream.")
+        assert state.server.bus is not None  # the core resumes streams only with a bus
+        return streaming.resume(reply.resume, state.server.events, state.server.bus, state.stream_options)
+    if reply is not None:
+        return _render(reply, False)
     raise MethodNotAllowedHere(
         "This server opens no server-initiated stream: POST JSON-RPC requests to this "
-        "endpoint (GET is not supported)."
+        "endpoint (GET is only for resuming a stream, with Last-Event-ID)."
     )
+
+
+def _recorder(state: MCPState, session_id: str | None) -> StreamRecorder | None:
+    """Keeps a 2025-11-25 session's response stream in the event log, so the
+    client can resume it on any worker after a dropped connection."""
+    server = state.server
+    if session_id is None or server.events is None or server.bus is None:
+        return None
+    return StreamRecorder(server.events, session_id, server.bus.publish)
 
 
 def _other() -> Response:

@@ -23,6 +23,12 @@ DEFAULTS: dict[str, Any] = {
     "MCP_ALLOWED_HOSTS": (),
     "MCP_SSE_HEARTBEAT": 15,  # seconds between keep-alive comments on an idle stream
     "MCP_CLIENT_TIMEOUT": 300,  # seconds a tool waits for a legacy client's answer
+    # Resumable streams (2025-11-25 sessions): the client's reconnection delay, how
+    # long a stream's events are kept for a GET with Last-Event-ID, and after how
+    # many seconds the server lets a long stream's connection go (None: never).
+    "MCP_SSE_RETRY_MS": 1000,
+    "MCP_SSE_RETENTION": 600,
+    "MCP_SSE_POLL_AFTER": None,
     "MCP_CACHE_TTL_MS": 60_000,
     "MCP_CACHE_SCOPE": "public",
     # Authentication, rate limits, hardening (README "Authentication", "Deploying").
@@ -67,6 +73,9 @@ class Settings:
     cache_scope: str
     sse_heartbeat: float
     client_timeout: float
+    sse_retry_ms: int
+    sse_retention: float
+    sse_poll_after: float | None
     auth: bool
     token_verifier: Any
     auth_servers: tuple[str, ...]
@@ -124,6 +133,9 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         cache_scope=scope,
         sse_heartbeat=_number(value("MCP_SSE_HEARTBEAT"), "MCP_SSE_HEARTBEAT", minimum=0.05),
         client_timeout=_number(value("MCP_CLIENT_TIMEOUT"), "MCP_CLIENT_TIMEOUT", minimum=0.1),
+        sse_retry_ms=int(_number(value("MCP_SSE_RETRY_MS"), "MCP_SSE_RETRY_MS", minimum=0)),
+        sse_retention=_number(value("MCP_SSE_RETENTION"), "MCP_SSE_RETENTION", minimum=1),
+        sse_poll_after=_optional_number(value("MCP_SSE_POLL_AFTER"), "MCP_SSE_POLL_AFTER", minimum=0.05),
         **_security_settings(value),
     )
 
@@ -201,6 +213,10 @@ def _number(value: Any, key: str, *, minimum: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
         raise ConfigError(f"{key} must be a number >= {minimum} (got {value!r})")
     return value
+
+
+def _optional_number(value: Any, key: str, *, minimum: float) -> float | None:
+    return None if value is None else _number(value, key, minimum=minimum)
 
 
 def _strings(value: Any, key: str) -> tuple[str, ...]:

@@ -150,12 +150,22 @@ class Context:
         if missing:
             raise MissingClientCapability(missing)
 
+    def close_stream(self, retry_ms: int | None = None) -> bool:
+        """Let this call's response connection go while the call goes on (a
+        2025-11-25 session answered on an event stream): the client reconnects
+        after ``retry_ms`` (default ``MCP_SSE_RETRY_MS``) with ``Last-Event-ID``,
+        on any worker, and receives everything sent meanwhile and the result.
+        Frees the connection during long work. ``False`` where a stream cannot
+        be resumed (other revisions, a JSON answer): nothing changes then."""
+        self.check_cancelled()
+        return self._request.end_connection(retry_ms)
+
     # ------------------------------------------------------------------ notifications
 
     def log(self, level: str, data: Any, *, logger_name: str | None = None) -> None:
         """Send a log message to the client (``notifications/message``) if it asked
-        for this level: a legacy session's ``logging/setLevel`` (default ``info``),
-        or a 2026-07-28 request's ``_meta`` logLevel (no logs without it).
+        for this level: a legacy session's ``logging/setLevel`` (nothing before
+        it), or a 2026-07-28 request's ``_meta`` logLevel (no logs without it).
 
         ``data`` is any JSON value; never put secrets or personal data in it.
         """

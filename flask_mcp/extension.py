@@ -6,6 +6,7 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar, overload
 
 from flask import Flask, current_app, has_app_context
@@ -26,6 +27,7 @@ from .protocol.server import Server
 from .protocol.session import SessionStore
 from .protocol.subscriptions import list_changed_event, resource_updated_event
 from .ratelimit import RateLimits
+from .streaming import StreamOptions
 from .surface import ServerSurface
 from .tools import Tool, ToolRegistry
 from .verifiers import verifier_from_settings
@@ -50,6 +52,11 @@ class MCPState:
     @property
     def sessions(self) -> SessionStore:
         return self.backend.sessions
+
+    @cached_property
+    def stream_options(self) -> StreamOptions:
+        settings = self.settings
+        return StreamOptions(settings.sse_heartbeat, settings.sse_retry_ms, settings.sse_poll_after)
 
 
 class MCP(ServerSurface):
@@ -122,6 +129,7 @@ class MCP(ServerSurface):
             instructions=lambda request: self._instructions_for(request, static_instructions),
             state_key=_request_state_key,
             bus=backend.bus,
+            events=backend.events,
             resources=self._resources,
             prompts=self._prompts,
             completions=self._completions,
@@ -303,7 +311,9 @@ def _open_backend(app: Flask, settings: Settings) -> Backend:
         spec = next(iter(caching.values())) if isinstance(caching, dict) else caching
         spec = getattr(spec, "cache", spec)
     try:
-        backend = open_backend(spec, timeout=settings.session_timeout, instance_path=app.instance_path)
+        backend = open_backend(
+            spec, timeout=settings.session_timeout, instance_path=app.instance_path, retention=settings.sse_retention
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     description = backend.describe()

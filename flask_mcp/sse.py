@@ -13,6 +13,18 @@ def event(data: bytes, *, name: str = "message", event_id: str | None = None) ->
     return head + b"data: " + data + b"\n\n"
 
 
+def priming(event_id: str, retry_ms: int) -> bytes:
+    """The first event of a resumable stream: an id to resume from, the
+    reconnection delay, and empty data (no message)."""
+    return f"id: {event_id}\nretry: {retry_ms}\ndata: \n\n".encode()
+
+
+def retry(retry_ms: int) -> bytes:
+    """Sent before the server lets a resumable stream's connection go: how
+    long the client waits before it reconnects with ``Last-Event-ID``."""
+    return f"retry: {retry_ms}\n\n".encode()
+
+
 def comment(text: str = "") -> bytes:
     """A comment line: keeps an idle stream alive without an event."""
     return f": {text}\n\n".encode()

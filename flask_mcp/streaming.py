@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from . import sse
 from .protocol import jsonrpc
 from .protocol.bus import EVENTS_CHANNEL, MessageBus
 from .protocol.errors import InternalError
+from .protocol.events import EventLog, Resume, StreamRecorder, event_id, follow
 from .protocol.exchange import Deferred, Reply
 from .protocol.subscriptions import Listen
 
@@ -33,37 +35,90 @@ JSON = "application/json"
 
 
 @dataclass(frozen=True, slots=True)
+class _Message:
+    """A message that precedes the result; ``event_id`` on a resumable stream."""
+
+    message: dict[str, Any]
+    event_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class _Done:
     """The deferred request finished; ``reply`` is ``None`` when it was cancelled."""
 
     reply: Reply | None
+    event_id: str | None = None
 
 
-def respond(deferred: Deferred, *, live: bool, heartbeat: float, render: Callable[[Reply], Response]) -> Response:
+@dataclass(frozen=True, slots=True)
+class _LetGo:
+    """The request asked to let the connection go (it goes on; the client resumes)."""
+
+    retry_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """How the HTTP layer streams: heartbeat period, and for resumable streams
+    the client's reconnection delay and when a long connection is let go."""
+
+    heartbeat: float
+    retry_ms: int = 1000
+    poll_after: float | None = None
+
+
+_Item = _Message | _Done | _LetGo
+
+
+def respond(
+    deferred: Deferred,
+    *,
+    live: bool,
+    options: StreamOptions,
+    render: Callable[[Reply], Response],
+    recorder: StreamRecorder | None = None,
+) -> Response:
     """Run a deferred request and answer it: JSON, or an event stream once a
     message must precede the result. Without ``live`` (a client that takes no
-    event stream) it runs here and nothing precedes the result."""
+    event stream) it runs here and nothing precedes the result. With a
+    ``recorder`` (a 2025-11-25 session) the stream is primed, its events carry
+    ids and are kept, so the client can resume it after a dropped connection."""
     if not live:
-        return render(deferred(None, _never) or _cancelled_reply())
-    outbox: queue.SimpleQueue[dict[str, Any] | _Done] = queue.SimpleQueue()
+        return render(deferred(None, _never, None) or _cancelled_reply())
+    outbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
     closed = threading.Event()
+
+    # These run in the request's thread, the recorder's single writer.
+    def emit(message: dict[str, Any]) -> None:
+        outbox.put(_Message(message, recorder.record(message) if recorder is not None else None))
+
+    def let_go(retry_ms: int | None) -> bool:
+        if recorder is None or closed.is_set():
+            return False
+        recorder.prime()
+        outbox.put(_LetGo(options.retry_ms if retry_ms is None else retry_ms))
+        return True
 
     @copy_current_request_context
     def work() -> None:
         try:
-            outcome = deferred(outbox.put, closed.is_set)
+            outcome = deferred(emit, closed.is_set, let_go if recorder is not None else None)
         except BaseException:  # the thread must always report back
             logger.exception("Unexpected failure while serving a streamed request")
             error = InternalError("Internal error while serving the request; see the server log.")
             outcome = Reply(500, jsonrpc.error_message(None, error))
-        outbox.put(_Done(outcome))
+        final_id = None
+        if recorder is not None and recorder.primed:  # the stream was opened: keep its end too
+            final_id = recorder.record(outcome.body if outcome is not None else None, final=True)
+        outbox.put(_Done(outcome, final_id))
 
     threading.Thread(target=work, name="flask-mcp-request", daemon=True).start()
     first = outbox.get()
-    if isinstance(first, _Done):
+    if isinstance(first, _Done) and first.event_id is None:
         return render(first.reply or _cancelled_reply())
+    priming = sse.priming(event_id(recorder.stream_id, 0), options.retry_ms) if recorder is not None else None
     return Response(
-        _relay(first, outbox, closed, heartbeat),
+        _relay(first, outbox, closed, options, priming),
         status=200,
         headers=sse.SSE_HEADERS,
         mimetype=EVENT_STREAM,
@@ -71,28 +126,52 @@ def respond(deferred: Deferred, *, live: bool, heartbeat: float, render: Callabl
 
 
 def _relay(
-    first: dict[str, Any],
-    outbox: queue.SimpleQueue[dict[str, Any] | _Done],
+    first: _Item,
+    outbox: queue.SimpleQueue[_Item],
     closed: threading.Event,
-    heartbeat: float,
+    options: StreamOptions,
+    priming: bytes | None,
 ) -> Iterator[bytes]:
     """The event stream: messages as they come, heartbeats while idle, then the
-    result. Closing it early (the client left) tells the request."""
+    result. Closing it early (the client left) tells the request. A resumable
+    stream (``priming``) may let its connection go after ``poll_after`` seconds."""
+    deadline = _deadline(options) if priming is not None else None
     try:
-        yield sse.event(jsonrpc.encode(first))
+        if priming is not None:
+            yield priming
+        item: _Item | None = first
         while True:
-            try:
-                item = outbox.get(timeout=heartbeat)
-            except queue.Empty:
+            if item is None:
                 yield sse.comment("keep-alive")
-                continue
-            if isinstance(item, _Done):
+            elif isinstance(item, _Done):
                 if item.reply is not None and item.reply.body is not None:
-                    yield sse.event(jsonrpc.encode(item.reply.body))
+                    yield sse.event(jsonrpc.encode(item.reply.body), event_id=item.event_id)
                 return
-            yield sse.event(jsonrpc.encode(item))
+            elif isinstance(item, _LetGo):
+                yield sse.retry(item.retry_ms)
+                return
+            else:
+                yield sse.event(jsonrpc.encode(item.message), event_id=item.event_id)
+            if deadline is not None and time.monotonic() >= deadline:
+                yield sse.retry(options.retry_ms)  # the rest waits in the event log
+                return
+            try:
+                item = outbox.get(timeout=_wait(options, deadline))
+            except queue.Empty:
+                item = None
     finally:
         closed.set()
+
+
+def _deadline(options: StreamOptions) -> float | None:
+    return None if options.poll_after is None else time.monotonic() + options.poll_after
+
+
+def _wait(options: StreamOptions, deadline: float | None) -> float:
+    """How long to wait for the next item: a heartbeat period, or less before the deadline."""
+    if deadline is None:
+        return options.heartbeat
+    return max(0.0, min(options.heartbeat, deadline - time.monotonic()))
 
 
 def _never() -> bool:
@@ -102,6 +181,29 @@ def _never() -> bool:
 def _cancelled_reply() -> Reply:
     """A request cancelled before anything was sent: an empty acceptance."""
     return Reply(202)
+
+
+def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions) -> Response:
+    """A ``GET`` with ``Last-Event-ID``: what the stream still owed, from the
+    event log, then its live events (the request may still be running on any
+    worker) until its result."""
+    events = follow(log, bus, where, idle=options.heartbeat)
+
+    def stream() -> Iterator[bytes]:
+        deadline = _deadline(options)
+        try:
+            for item in events:
+                if item is None:
+                    yield sse.comment("keep-alive")
+                else:
+                    yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
+                if deadline is not None and time.monotonic() >= deadline:
+                    yield sse.retry(options.retry_ms)
+                    return
+        finally:
+            events.close()
+
+    return Response(stream(), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
 
 def listen(subscription: Listen, bus: MessageBus, *, heartbeat: float) -> Response:

@@ -32,6 +32,8 @@ class MCPResponse:
 
     http: TestResponse
     messages: list[dict[str, Any]] = field(default_factory=list)
+    #: How many times the stream was resumed (GET + Last-Event-ID) to complete the answer.
+    resumptions: int = 0
 
     @property
     def status_code(self) -> int:
@@ -69,11 +71,20 @@ class MCPResponse:
 
 
 def parse_sse(data: bytes) -> Iterator[str]:
-    """The ``data`` of each event of an SSE body."""
+    """The ``data`` of each event of an SSE body that carries any (a priming
+    event's empty data carries no message)."""
     for block in data.decode().replace("\r\n", "\n").split("\n\n"):
         lines = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
-        if lines:
+        if lines and any(lines):
             yield "\n".join(lines)
+
+
+def sse_event_id(block: bytes) -> str | None:
+    """The ``id`` field of one SSE event block, if it has one."""
+    for line in block.decode().replace("\r\n", "\n").split("\n"):
+        if line.startswith("id:"):
+            return line[3:].lstrip(" ")
+    return None
 
 
 def encode_header_value(value: str) -> str:
@@ -109,6 +120,10 @@ class MCPTestClient:
         #: a legacy event stream: takes the request, returns its ``result``. With
         #: none set, such requests are answered with a JSON-RPC error.
         self.on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        #: How many times one request's stream is resumed at most (GET + Last-Event-ID).
+        self.max_resumptions = 10
+        #: The id of the last SSE event received on the latest request's streams.
+        self.last_event_id: str | None = None
         self._ids = itertools.count(1)
         self._tool_schemas: dict[str, dict[str, Any]] = {}
 
@@ -274,16 +289,37 @@ class MCPTestClient:
         all_headers = {"Accept": ACCEPT, "Content-Type": "application/json", **self.extra_headers, **(headers or {})}
         data = body if raw else json.dumps(body)
         http = self.client.post(self.url, data=data, headers=all_headers, buffered=False)
+        self.last_event_id = None
         try:
             response = MCPResponse(http, list(self._messages(http)))
         finally:
             http.close()
+        self._resume(body, response)
         method = body.get("method") if isinstance(body, dict) else None
         version = self.negotiated_version or self.protocol_version
         for message in response.messages:
             for observer in self.observers:
                 observer(version, method, message)
         return response
+
+    def _resume(self, body: Any, response: MCPResponse) -> None:
+        """Like a 2025-11-25 client: a stream that ended before the answer to
+        our request, after an event id, is resumed with ``GET`` +
+        ``Last-Event-ID`` (as often as the server lets the connection go)."""
+        request_id = body.get("id") if isinstance(body, dict) and "method" in body else None
+        for _ in range(self.max_resumptions):
+            answered = any(m.get("id") == request_id and "method" not in m for m in response.messages)
+            if request_id is None or answered or self.last_event_id is None:
+                return
+            headers = {"Accept": "text/event-stream", "Last-Event-ID": self.last_event_id, **self._version_headers()}
+            http = self.client.get(self.url, headers={**self.extra_headers, **headers}, buffered=False)
+            try:
+                if http.status_code != 200:
+                    return
+                response.messages.extend(self._messages(http))
+            finally:
+                http.close()
+            response.resumptions += 1
 
     def _messages(self, http: TestResponse) -> Iterator[dict[str, Any]]:
         if http.mimetype == "text/event-stream":
@@ -296,6 +332,7 @@ class MCPTestClient:
                 buffer += chunk
                 while b"\n\n" in buffer:
                     block, buffer = buffer.split(b"\n\n", 1)
+                    self.last_event_id = sse_event_id(block) or self.last_event_id
                     for data in parse_sse(block + b"\n\n"):
                         for message in _as_list(json.loads(data)):
                             yield message

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -132,25 +133,32 @@ def warm_up(server: GunicornServer) -> frozenset[int]:
     return frozenset(pids)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """``gunicorn -w 2 --threads 8`` (gthread) on one backend, shared by the
-    tests of that backend (each uses its own sessions and request ids)."""
-    folder = tmp_path_factory.mktemp(request.param)
+@contextmanager
+def running_cluster(backend: str, folder: Path, worker_class: str, **server_options: Any) -> Iterator[Cluster]:
+    """``gunicorn -w 2`` of ``worker_class`` on ``backend``, files in ``folder``;
+    stopped (by its PID) on exit."""
     markers = folder / "markers"
     markers.mkdir()
     env = {
-        "FLASK_MCP_BACKEND": backend_uri(request.param, folder),
+        "FLASK_MCP_BACKEND": backend_uri(backend, folder),
         "FLASK_MCP_SSE_HEARTBEAT": str(HEARTBEAT),
         "FLASK_MCP_CLIENT_TIMEOUT": "20",  # an unanswered question never holds a thread for long
         "STREAM_MARKERS": str(markers),
     }
-    server = GunicornServer(APP, workers=WORKERS, threads=THREADS, worker_class="gthread", env=env)
+    server = GunicornServer(APP, workers=WORKERS, worker_class=worker_class, env=env, **server_options)
     try:
-        assert "Using worker: gthread" in server.output()
+        assert f"Using worker: {worker_class}" in server.output()
         yield Cluster(server, markers, warm_up(server))
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """``gunicorn -w 2 --threads 8`` (gthread) on one backend, shared by the
+    tests of that backend (each uses its own sessions and request ids)."""
+    with running_cluster(request.param, tmp_path_factory.mktemp(request.param), "gthread", threads=THREADS) as c:
+        yield c
 
 
 def assert_clean_log(cluster: Cluster) -> None:
@@ -222,6 +230,9 @@ class EventStream:
         self._chunks = response.iter_content(chunk_size=None)
         self._buffer = b""
         self.ended = False
+        #: The latest SSE ``id`` and ``retry`` seen (2025-11-25 resumable streams).
+        self.last_event_id: str | None = None
+        self.retry_ms: int | None = None
 
     def _read(self, until: float) -> dict[str, Any] | None | _Late:
         """The next message; ``None`` when the stream ended; ``LATE`` when
@@ -237,11 +248,15 @@ class EventStream:
                     self.ended = True
                     return None
             block, self._buffer = self._buffer.split(b"\n\n", 1)
-            data = [line[5:].strip() for line in block.split(b"\n") if line.startswith(b"data:")]
-            if data:
+            lines = block.split(b"\n")
+            ids = [line[3:].strip().decode() for line in lines if line.startswith(b"id:")]
+            self.last_event_id = ids[-1] if ids else self.last_event_id
+            self.retry_ms = next((int(line[6:]) for line in lines if line.startswith(b"retry:")), self.retry_ms)
+            data = [line[5:].strip() for line in lines if line.startswith(b"data:")]
+            if any(data):
                 message: dict[str, Any] = json.loads(b"".join(data))
                 return message
-            # A comment (heartbeat): loop, which looks at the clock.
+            # A comment (heartbeat), a priming event or a retry field: loop, which looks at the clock.
 
     def next(self, until: float, what: str = "a message") -> dict[str, Any] | None:
         """The next message, or ``None`` when the stream ended; fails at ``until``."""

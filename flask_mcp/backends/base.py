@@ -16,10 +16,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from ..protocol.bus import Message as Message
 from ..protocol.bus import MessageBus as MessageBus
 from ..protocol.bus import Subscription as Subscription
+from ..protocol.events import EventLog
 from ..protocol.session import SessionStore, StoreUnavailable
 
 #: How long one backend call may block before it fails (seconds).
 DEFAULT_IO_TIMEOUT = 2.0
+#: How long a resumable stream's events are kept after its last one (seconds).
+DEFAULT_EVENT_RETENTION = 600.0
 #: The SQLite file used for a bare ``sqlite://`` (in the app's instance folder).
 DEFAULT_SQLITE_FILE = "flask-mcp.sqlite3"
 
@@ -52,6 +55,8 @@ class Backend:
 
     sessions: SessionStore
     bus: MessageBus | None = None
+    #: Where resumable streams keep their events (needs the bus too).
+    events: EventLog | None = None
     description: str = "custom backend"
     #: Raises :class:`BackendUnavailable` when the backend cannot be reached
     #: (for a start-up log line or a health check); never required before use.
@@ -83,25 +88,27 @@ def open_backend(
     timeout: float,
     instance_path: str,
     io_timeout: float = DEFAULT_IO_TIMEOUT,
+    retention: float = DEFAULT_EVENT_RETENTION,
 ) -> Backend:
     """Resolve ``MCP_BACKEND``.
 
     ``timeout`` is the idle timeout of a session (``MCP_SESSION_TIMEOUT``);
-    ``io_timeout`` bounds every single backend call. Nothing is connected
+    ``io_timeout`` bounds every single backend call; ``retention`` is how long
+    a resumable stream's events are kept after its last one. Nothing is connected
     here, so an app starts while Redis is down and recovers when it is back;
     call :attr:`Backend.check` to probe.
     """
     if isinstance(spec, Backend):
         return spec
     if isinstance(spec, str):
-        return _open_uri(spec, timeout=timeout, instance_path=instance_path, io_timeout=io_timeout)
+        return _open_uri(spec, timeout=timeout, instance_path=instance_path, io_timeout=io_timeout, retention=retention)
     # The optional drivers are only looked at when already imported: an
     # object of theirs cannot exist otherwise.
     redis_module = sys.modules.get("redis")
     if redis_module is not None and isinstance(spec, redis_module.Redis):
         from .redis import backend_from_client
 
-        return backend_from_client(spec, timeout=timeout, io_timeout=io_timeout, owned=False)
+        return backend_from_client(spec, timeout=timeout, io_timeout=io_timeout, owned=False, retention=retention)
     cachelib_module = sys.modules.get("cachelib")
     if cachelib_module is not None and isinstance(spec, cachelib_module.BaseCache):
         from .cachelib import CachelibSessionStore
@@ -111,11 +118,12 @@ def open_backend(
         )
     if all(callable(getattr(spec, name, None)) for name in ("create", "get", "save", "delete")):
         bus = spec if isinstance(spec, MessageBus) else None
-        return Backend(sessions=spec, bus=bus, description=f"custom store {type(spec).__name__}")  # type: ignore[arg-type]
+        events = spec if bus is not None and isinstance(spec, EventLog) else None
+        return Backend(sessions=spec, bus=bus, events=events, description=f"custom store {type(spec).__name__}")  # type: ignore[arg-type]
     raise ValueError(f"MCP_BACKEND {spec!r} is not supported. {ACCEPTED}.")
 
 
-def _open_uri(uri: str, *, timeout: float, instance_path: str, io_timeout: float) -> Backend:
+def _open_uri(uri: str, *, timeout: float, instance_path: str, io_timeout: float, retention: float) -> Backend:
     scheme, sep, rest = uri.partition("://")
     scheme = scheme.lower()
     if not sep:
@@ -123,17 +131,23 @@ def _open_uri(uri: str, *, timeout: float, instance_path: str, io_timeout: float
     if scheme == "memory":
         if rest:
             raise ValueError(f"MCP_BACKEND {uri!r}: 'memory://' takes no path. {ACCEPTED}.")
-        from .memory import MemoryMessageBus, MemorySessionStore
+        from .memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore
 
-        return Backend(sessions=MemorySessionStore(timeout=timeout), bus=MemoryMessageBus(), description="memory://")
+        return Backend(
+            sessions=MemorySessionStore(timeout=timeout),
+            bus=MemoryMessageBus(),
+            events=MemoryEventLog(retention=retention),
+            description="memory://",
+        )
     if scheme == "sqlite":
-        from .sqlite import SqliteDatabase, SqliteMessageBus, SqliteSessionStore
+        from .sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 
         path = sqlite_path(rest, instance_path)
         database = SqliteDatabase(path, io_timeout=io_timeout)
         return Backend(
             sessions=SqliteSessionStore(database, timeout=timeout),
             bus=SqliteMessageBus(database),
+            events=SqliteEventLog(database, retention=retention),
             description=f"sqlite:///{path}",
             check=database.check,
             close=database.close,
@@ -142,7 +156,7 @@ def _open_uri(uri: str, *, timeout: float, instance_path: str, io_timeout: float
         from .redis import backend_from_url
 
         url = "unix://" + rest if scheme == "redis+unix" else uri
-        backend = backend_from_url(url, timeout=timeout, io_timeout=io_timeout)
+        backend = backend_from_url(url, timeout=timeout, io_timeout=io_timeout, retention=retention)
         return dataclasses.replace(backend, description=redact_url(uri))
     raise ValueError(f"MCP_BACKEND {redact_url(uri)!r} has an unknown scheme {scheme!r}. {ACCEPTED}.")
 

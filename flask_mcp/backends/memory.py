@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from ..protocol.events import Event
 from ..protocol.session import Session
 from .base import Message, Subscription
 
@@ -133,3 +134,31 @@ class MemoryMessageBus:
                     subscribers.discard(subscription)
                     if not subscribers:
                         del self._subscribers[channel]
+
+
+class MemoryEventLog:
+    """Resumable streams' events in a dict (one process); a stream is
+    forgotten ``retention`` seconds after its last event."""
+
+    def __init__(self, retention: float = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.retention = retention
+        self.clock = clock
+        self._streams: dict[str, tuple[float, list[tuple[int, Event]]]] = {}
+        self._lock = threading.Lock()
+
+    def append(self, stream: str, seq: int, event: Event) -> None:
+        now = self.clock()
+        copied = json.loads(json.dumps(event))  # isolated from the caller, like a real store
+        with self._lock:
+            if seq == 0:  # a new stream: forget the expired ones
+                self._streams = {k: v for k, v in self._streams.items() if now - v[0] <= self.retention}
+            events = self._streams.get(stream, (now, []))[1]
+            events.append((seq, copied))
+            self._streams[stream] = (now, events)
+
+    def read(self, stream: str, after: int) -> list[tuple[int, Event]] | None:
+        with self._lock:
+            entry = self._streams.get(stream)
+            if entry is None or self.clock() - entry[0] > self.retention:
+                return None
+            return [(seq, json.loads(json.dumps(event))) for seq, event in entry[1] if seq > after]

@@ -20,10 +20,12 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("MCP_BACKEND 'redis://...' needs the redis package: pip install flask-mcp[redis]") from exc
 
+from ..protocol.events import Event
 from ..protocol.session import Session
 from .base import DEFAULT_IO_TIMEOUT, Backend, BackendUnavailable, Message, Subscription, redact_url
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
+DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
 #: Pub/sub channels ignore the database number, so they get their own prefix.
 DEFAULT_CHANNEL_PREFIX = "flask-mcp:bus:"
 
@@ -192,6 +194,38 @@ class RedisMessageBus:
         return RedisSubscription(self, channels)
 
 
+class RedisEventLog:
+    """Each resumable stream is a list (index = sequence number) whose TTL,
+    refreshed by every append, is the retention."""
+
+    def __init__(
+        self, client: redis.Redis, *, retention: float = 600.0, key_prefix: str = DEFAULT_STREAM_PREFIX
+    ) -> None:
+        self.client = client
+        self.key_prefix = key_prefix
+        self._ttl_ms = max(1, round(retention * 1000))
+        self._where = _describe_client(client)
+
+    def append(self, stream: str, seq: int, event: Event) -> None:
+        key = self.key_prefix + stream
+        with _unavailable(self._where):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.rpush(key, json.dumps({"seq": seq, **event}))
+            pipe.pexpire(key, self._ttl_ms)
+            pipe.execute()
+
+    def read(self, stream: str, after: int) -> list[tuple[int, Event]] | None:
+        with _unavailable(self._where):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.exists(self.key_prefix + stream)
+            pipe.lrange(self.key_prefix + stream, max(after + 1, 0), -1)
+            exists, raw = pipe.execute()
+        if not exists:
+            return None
+        events = [json.loads(item) for item in raw]
+        return [(int(event.pop("seq")), event) for event in events if int(event["seq"]) > after]
+
+
 def client_from_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redis.Redis:
     """A client whose every call is bounded: socket timeouts of ``io_timeout``
     and one immediate retry, no backoff, only for a connection Redis dropped
@@ -206,7 +240,9 @@ def client_from_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redi
     )
 
 
-def backend_from_client(client: redis.Redis, *, timeout: float, io_timeout: float, owned: bool) -> Backend:
+def backend_from_client(
+    client: redis.Redis, *, timeout: float, io_timeout: float, owned: bool, retention: float = 600.0
+) -> Backend:
     """A :class:`Backend` over ``client``; closed by ``Backend.close`` only if ``owned``."""
 
     def check() -> None:
@@ -216,16 +252,17 @@ def backend_from_client(client: redis.Redis, *, timeout: float, io_timeout: floa
     backend = Backend(
         sessions=RedisSessionStore(client, timeout=timeout),
         bus=RedisMessageBus(client, io_timeout=io_timeout),
+        events=RedisEventLog(client, retention=retention),
         description=_describe_client(client),
         check=check,
     )
     return dataclasses.replace(backend, close=client.close) if owned else backend
 
 
-def backend_from_url(url: str, *, timeout: float, io_timeout: float) -> Backend:
+def backend_from_url(url: str, *, timeout: float, io_timeout: float, retention: float = 600.0) -> Backend:
     try:
         client = client_from_url(url, io_timeout=io_timeout)
     except ValueError as exc:
         raise ValueError(f"MCP_BACKEND {redact_url(url)!r} is not a valid Redis URL: {exc}") from exc
-    backend = backend_from_client(client, timeout=timeout, io_timeout=io_timeout, owned=True)
+    backend = backend_from_client(client, timeout=timeout, io_timeout=io_timeout, owned=True, retention=retention)
     return dataclasses.replace(backend, description=redact_url(url))

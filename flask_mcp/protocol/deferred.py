@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 
 from .bus import MessageBus, Subscription, cancel_channel
-from .exchange import Emit, Reply, discard, store_unavailable
+from .exchange import Emit, EndConnection, Reply, discard, store_unavailable
 from .features import RequestCancelled, RequestInfo
 from .session import StoreUnavailable
 
@@ -34,11 +34,14 @@ def run_deferred(
     bus: MessageBus | None,
     emit: Emit | None,
     stream_closed: Callable[[], bool],
+    end_connection: EndConnection | None = None,
 ) -> Reply | None:
     """Run ``answer`` with ``request`` wired to the stream; ``None`` when the
     request was cancelled (then nothing more is sent for it)."""
     request.emit = emit or discard
     request.streaming = emit is not None
+    if end_connection is not None:
+        request.end_connection = end_connection
     request.bus = bus
     subscription = None
     if request.session is not None and bus is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import jsonrpc
 from .errors import InternalError
+from .events import Resume
 from .jsonrpc import RequestId
 from .session import StoreUnavailable
 from .subscriptions import Listen
@@ -50,10 +51,15 @@ class Incoming:
         return header(self.headers, "mcp-session-id") or None
 
 
-#: Runs a deferred request: ``run(emit, stream_closed)``; ``emit`` is ``None``
-#: when nothing can reach the client before the result. ``None`` = send nothing
-#: more (the request was cancelled).
-Deferred = Callable[["Emit | None", Callable[[], bool]], "Reply | None"]
+#: Lets a resumable stream's connection go now (the client reconnects after the
+#: given milliseconds, or the stream's default); ``False`` when it cannot.
+EndConnection = Callable[[int | None], bool]
+
+#: Runs a deferred request: ``run(emit, stream_closed, end_connection)``;
+#: ``emit`` is ``None`` when nothing can reach the client before the result,
+#: ``end_connection`` is ``None`` unless the stream is resumable. ``None`` =
+#: send nothing more (the request was cancelled).
+Deferred = Callable[["Emit | None", Callable[[], bool], "EndConnection | None"], "Reply | None"]
 
 
 @dataclass(slots=True)
@@ -69,6 +75,11 @@ class Reply:
     deferred: Deferred | None = None
     #: Set for ``subscriptions/listen``: the HTTP layer holds the stream open.
     listen: Listen | None = None
+    #: Set with ``deferred`` on a 2025-11-25 session: its stream may be kept in
+    #: the event log under this session id, to be resumed.
+    resumable_session: str | None = None
+    #: Set for a ``GET`` with ``Last-Event-ID``: the stream to replay and follow.
+    resume: Resume | None = None
 
 
 def store_unavailable(exc: StoreUnavailable, request_id: RequestId | None = None) -> Reply:

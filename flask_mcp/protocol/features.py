@@ -53,6 +53,9 @@ class RequestInfo:
     emit: Callable[[dict[str, Any]], None] = field(default=lambda message: None)
     #: Whether ``emit`` reaches the client live (an open event stream).
     streaming: bool = False
+    #: Lets the response's connection go while the request goes on (a
+    #: resumable 2025-11-25 stream: the client reconnects and gets the rest).
+    end_connection: Callable[[int | None], bool] = field(default=lambda retry_ms: False)
     #: True once the request is cancelled (2026: the client closed the stream;
     #: legacy: ``notifications/cancelled``).
     is_cancelled: Callable[[], bool] = field(default=lambda: False)

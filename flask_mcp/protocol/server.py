@@ -26,7 +26,8 @@ from .errors import (
     SessionRequired,
     UnsupportedProtocolVersion,
 )
-from .exchange import Emit, Incoming, Reply, discard, store_unavailable
+from .events import EventLog, Resume, parse_event_id, stream_key
+from .exchange import Emit, EndConnection, Incoming, Reply, discard, header, store_unavailable
 from .features import RequestInfo, ToolProvider
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
@@ -61,6 +62,7 @@ class Server:
         instructions: Instructions | None = None,
         state_key: Callable[[], bytes] | None = None,
         bus: MessageBus | None = None,
+        events: EventLog | None = None,
         resources: ResourceProvider | None = None,
         prompts: PromptProvider | None = None,
         completions: CompletionProvider | None = None,
@@ -69,6 +71,8 @@ class Server:
         self.info = info
         self.sessions = sessions
         self.bus = bus
+        #: Resumable streams need both the log and the bus (to follow a stream live).
+        self.events = events if bus is not None else None
         self.clock = clock
         self.methods = Methods(
             list_changed=bus is not None,
@@ -127,15 +131,40 @@ class Server:
             return store_unavailable(exc, message.id if isinstance(message, Request) else None)
 
     def check_get(self, headers: Mapping[str, str], principal: str | None = None) -> Reply | None:
-        """A GET naming an unknown or ended session learns so (404); any other GET
-        gets ``None`` here, and the HTTP layer answers that no stream is offered."""
+        """A GET naming an unknown or ended session learns so (404); one with
+        ``Last-Event-ID`` on a live session resumes that stream (``Reply.resume``);
+        any other GET gets ``None``, and the HTTP layer answers that no stream is offered."""
         incoming = Incoming(headers, discard, principal)
+        if not incoming.session_id:
+            return None
         try:
-            if incoming.session_id and self._find_session(incoming) is None:
-                return self._error_reply(None, SessionNotFound(), 404)
+            session = self._find_session(incoming)
         except StoreUnavailable as exc:
             return store_unavailable(exc)
-        return None
+        if session is None:
+            return self._error_reply(None, SessionNotFound(), 404)
+        last_event_id = header(headers, "last-event-id")
+        if last_event_id is None:
+            return None
+        return self._resume(session, last_event_id)
+
+    def _resume(self, session: Session, last_event_id: str) -> Reply:
+        """Where to pick a session's stream up again, or a 400 saying why not."""
+        parsed = parse_event_id(last_event_id)
+        revision = REVISIONS.get(session.protocol_version)
+        if parsed is not None and revision is not None and revision.resumable_streams and self.events is not None:
+            stream_id, after = parsed
+            key = stream_key(session.id, stream_id)
+            try:
+                if self.events.read(key, after) is not None:
+                    return Reply(200, resume=Resume(key, stream_id, after))
+            except StoreUnavailable as exc:
+                return store_unavailable(exc)
+        error = InvalidRequest(
+            f"Last-Event-ID {last_event_id!r} names no stream this server can resume for this session "
+            "(unknown or expired, or this protocol version has no resumable streams); send the request again."
+        )
+        return self._error_reply(None, error, 400)
 
     def handle_delete(self, headers: Mapping[str, str], principal: str | None = None) -> Reply:
         """End the legacy session named by ``Mcp-Session-Id``."""
@@ -318,10 +347,12 @@ class Server:
         that may stream is handed back to the HTTP layer to run instead."""
         if defer and may_stream(request):
 
-            def run(emit: Emit | None, closed: Callable[[], bool]) -> Reply | None:
-                return run_deferred(lambda: self._answer(message, request), request, self.bus, emit, closed)
+            def run(emit: Emit | None, closed: Callable[[], bool], end: EndConnection | None) -> Reply | None:
+                return run_deferred(lambda: self._answer(message, request), request, self.bus, emit, closed, end)
 
-            return Reply(200, deferred=run)
+            session = request.session
+            resumable = session is not None and request.revision.resumable_streams and self.events is not None
+            return Reply(200, deferred=run, resumable_session=session.id if session and resumable else None)
         handler = self._handlers.get(message.method)
         try:
             if handler is None or message.method not in request.revision.core_methods:

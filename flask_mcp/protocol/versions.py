@@ -74,6 +74,9 @@ class Revision:
     resource_not_found_code: int
     #: Every method served in this revision.
     core_methods: frozenset[str]
+    #: Response streams open with a priming event, carry event ids and can be
+    #: resumed with ``GET`` + ``Last-Event-ID`` (older clients choke on priming).
+    resumable_streams: bool = False
 
 
 #: Resources, prompts and completion, in both eras (each answers -32601 while
@@ -155,6 +158,7 @@ REVISIONS: dict[str, Revision] = {
         completion_context=True,
         resource_not_found_code=-32002,
         core_methods=_LEGACY_METHODS,
+        resumable_streams=True,
     ),
     "2026-07-28": Revision(
         version="2026-07-28",

@@ -166,6 +166,16 @@ def test_tool_with_logging(ctx: Context) -> str:
 
 
 @mcp.tool
+def test_reconnection(ctx: Context) -> str:
+    """Logs, lets its response connection go mid-call (2025-11-25: the client
+    resumes with GET + Last-Event-ID), then finishes."""
+    ctx.info("Before the reconnection")
+    ctx.close_stream(retry_ms=100)
+    time.sleep(0.2)
+    return "Reconnection test completed"
+
+
+@mcp.tool
 def test_logging_tool(ctx: Context) -> str:
     """Logs at several levels; a 2026-07-28 client only gets them with a logLevel in _meta."""
     ctx.debug("debug detail")
