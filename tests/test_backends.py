@@ -32,13 +32,16 @@ from flask_mcp.backends.base import (
     open_backend,
 )
 from flask_mcp.backends.cachelib import CachelibSessionStore
-from flask_mcp.backends.memory import MemoryMessageBus, MemorySessionStore
-from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url
-from flask_mcp.backends.sqlite import SqliteDatabase, SqliteMessageBus, SqliteSessionStore
+from flask_mcp.backends.memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore
+from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore, client_from_url
+from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
+from flask_mcp.protocol.events import EventLog
 from flask_mcp.protocol.session import Session
 
 REDIS_URL = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TIMEOUT = 60.0
+#: How long the event logs under test keep a stream after its last event.
+RETENTION = 30.0
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -80,6 +83,11 @@ class Case:
         assert self.backend.bus is not None
         return self.backend.bus
 
+    @property
+    def events(self) -> EventLog:
+        assert self.backend.events is not None
+        return self.backend.events
+
 
 def _redis_or_skip() -> redis.Redis:
     """The real server; unreachable is a skip on a laptop and a failure in CI."""
@@ -100,8 +108,10 @@ def _redis_setup(prefix: str) -> str:
         "from flask_mcp.backends.base import Backend\n"
         "from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url\n"
         f"client = client_from_url({REDIS_URL!r})\n"
+        "from flask_mcp.backends.redis import RedisEventLog\n"
         f"backend = Backend(sessions=RedisSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
-        f" bus=RedisMessageBus(client, channel_prefix={prefix + 'bus:'!r}), close=client.close)\n"
+        f" bus=RedisMessageBus(client, channel_prefix={prefix + 'bus:'!r}),"
+        f" events=RedisEventLog(client, retention={RETENTION}, key_prefix={prefix + 'stream:'!r}), close=client.close)\n"
     )
 
 
@@ -123,13 +133,19 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     name: str = request.param
     clock = FakeClock()
     if name == "memory":
-        yield Case(name, Backend(MemorySessionStore(TIMEOUT, clock=clock), MemoryMessageBus()), clock)
+        events = MemoryEventLog(RETENTION, clock=clock)
+        yield Case(name, Backend(MemorySessionStore(TIMEOUT, clock=clock), MemoryMessageBus(), events), clock)
     elif name == "sqlite":
         database = SqliteDatabase(str(tmp_path / "mcp.sqlite3"))
-        backend = Backend(SqliteSessionStore(database, timeout=TIMEOUT, clock=clock), SqliteMessageBus(database))
+        backend = Backend(
+            SqliteSessionStore(database, timeout=TIMEOUT, clock=clock),
+            SqliteMessageBus(database),
+            SqliteEventLog(database, retention=RETENTION, clock=clock),
+        )
         setup = (
             "from flask_mcp.backends.base import open_backend\n"
-            f"backend = open_backend({'sqlite:///' + database.path!r}, timeout={TIMEOUT}, instance_path='.')\n"
+            f"backend = open_backend({'sqlite:///' + database.path!r}, timeout={TIMEOUT}, instance_path='.',"
+            f" retention={RETENTION})\n"
         )
         yield Case(name, backend, clock, setup)
     elif name == "redis":
@@ -138,6 +154,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
         backend = Backend(
             RedisSessionStore(client, timeout=TIMEOUT, key_prefix=prefix + "session:"),
             RedisMessageBus(client, channel_prefix=prefix + "bus:"),
+            RedisEventLog(client, retention=RETENTION, key_prefix=prefix + "stream:"),
         )
         try:
             yield Case(name, backend, None, _redis_setup(prefix), client, prefix)
@@ -455,6 +472,78 @@ def test_a_message_published_by_another_process_is_received(case: Case) -> None:
         assert child.returncode == 0, child.stderr
 
         assert subscription.get(5) == ("cross", {"from": "child"})
+
+
+# ------------------------------------------------------------------ event logs (resumable streams)
+
+
+@cases(WITH_BUS)
+def test_an_event_log_reads_back_the_events_after_a_sequence_number(case: Case) -> None:
+    case.events.append("s/a", 0, {"message": None, "final": False})
+    case.events.append("s/a", 1, {"message": {"n": 1}, "final": False})
+    case.events.append("s/a", 2, {"message": {"n": 2}, "final": True})
+    case.events.append("s/b", 0, {"message": None, "final": False})
+    assert case.events.read("s/a", 0) == [
+        (1, {"message": {"n": 1}, "final": False}),
+        (2, {"message": {"n": 2}, "final": True}),
+    ]
+    assert case.events.read("s/a", 1) == [(2, {"message": {"n": 2}, "final": True})]
+    assert case.events.read("s/a", 2) == []
+    assert case.events.read("s/b", 0) == []  # known, nothing after the priming event
+    assert case.events.read("s/c", 0) is None  # unknown
+
+
+@cases(WITH_BUS)
+def test_an_event_log_keeps_its_own_copy(case: Case) -> None:
+    event: dict[str, object] = {"message": {"n": 1}, "final": False}
+    case.events.append("copy", 0, event)
+    event["message"] = "changed"
+    assert case.events.read("copy", -1) == [(0, {"message": {"n": 1}, "final": False})]
+
+
+@cases(["memory", "sqlite"])
+def test_a_stream_is_forgotten_a_retention_after_its_last_event(case: Case) -> None:
+    case.events.append("old", 0, {"message": None, "final": False})
+    case.clock_.advance(RETENTION - 1)
+    case.events.append("old", 1, {"message": {"n": 1}, "final": False})  # refreshes the whole stream
+    case.clock_.advance(2)
+    assert case.events.read("old", 0) == [(1, {"message": {"n": 1}, "final": False})]
+    case.clock_.advance(RETENTION)
+    assert case.events.read("old", 0) is None
+
+
+@cases(["redis"])
+def test_redis_forgets_a_stream_a_retention_after_its_last_event(case: Case) -> None:
+    assert case.redis_client is not None
+    events = RedisEventLog(case.redis_client, retention=0.3, key_prefix=case.prefix + "short:")
+    events.append("s", 0, {"message": None, "final": False})
+    assert events.read("s", 0) == []
+    time.sleep(0.5)
+    assert events.read("s", 0) is None
+
+
+@pytest.mark.parametrize("uri", ["memory://", "sqlite://", REDIS_URL])
+def test_open_backend_gives_an_event_log_with_the_bus_and_the_retention_asked_for(tmp_path: Path, uri: str) -> None:
+    backend = open_backend(uri, timeout=TIMEOUT, instance_path=str(tmp_path), retention=12.5)
+    try:
+        assert backend.bus is not None and isinstance(backend.events, EventLog)
+        assert backend.events.retention == 12.5  # type: ignore[attr-defined]
+    finally:
+        backend.close()
+    cache = open_backend(SimpleCache(), timeout=TIMEOUT, instance_path=str(tmp_path))
+    assert cache.bus is None and cache.events is None
+
+
+@cases(SHARED_BUS)
+def test_events_appended_by_another_process_are_read(case: Case) -> None:
+    code = (
+        "backend.events.append('cross/s', 0, {'message': None, 'final': False})\n"
+        "backend.events.append('cross/s', 1, {'message': {'from': 'child'}, 'final': True})\n"
+        "backend.close()\n"
+    )
+    child = run_child(case, code)
+    assert child.returncode == 0, child.stderr
+    assert case.events.read("cross/s", 0) == [(1, {"message": {"from": "child"}, "final": True})]
 
 
 def test_a_backend_without_a_bus_says_so_and_refuses_bus_features(case: Case) -> None:

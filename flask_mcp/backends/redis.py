@@ -203,6 +203,7 @@ class RedisEventLog:
     ) -> None:
         self.client = client
         self.key_prefix = key_prefix
+        self.retention = retention
         self._ttl_ms = max(1, round(retention * 1000))
         self._where = _describe_client(client)
 
