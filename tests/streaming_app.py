@@ -1,6 +1,7 @@
 """A tiny MCP server for the streaming end-to-end tests (tests/test_e2e_streaming.py):
 progress and logs ahead of a result, a question to the client, a long call that
-can be cancelled, and a change of the tool list.
+can be cancelled, a call that lets its connection go (a resumable stream), and a
+change of the tool list.
 
     FLASK_MCP_BACKEND=redis://127.0.0.1:6379/0 STREAM_MARKERS=/tmp/markers \\
         gunicorn -w 2 --threads 8 tests.streaming_app:app
@@ -58,6 +59,18 @@ def ask_name(ctx: Context) -> dict[str, Any]:
     answer = ctx.elicit("What is your name?", NAME_SCHEMA)
     name = answer.content.get("name") if answer.accepted and answer.content else None
     return {"greeting": f"Hello, {name}!" if name else "Hello, stranger!", "pid": os.getpid()}
+
+
+@mcp.tool
+def relay(n: int, ctx: Context) -> dict[str, int]:
+    """Reports progress ``n`` times, 50 ms apart, letting its connection go after
+    the first third (2025-11-25: the client resumes, maybe on the other worker)."""
+    for i in range(1, n + 1):
+        ctx.report_progress(i, n, f"worker {os.getpid()}")
+        if i == n // 3:
+            ctx.close_stream(retry_ms=100)
+        time.sleep(0.05)
+    return {"counted": n, "pid": os.getpid()}
 
 
 def _marker_path(request_id: str | int | None) -> Path | None:

@@ -358,6 +358,13 @@ class PinnedConnection:
         assert self._connection.sock is self._socket, f"the server closed the connection after a {response.status}"
         return response.status, response.getheader("Content-Type", ""), body
 
+    def get(self, headers: dict[str, str]) -> tuple[int, str, bytes]:
+        """A GET on this connection, read to its end: (status, content type, body)."""
+        assert self._connection.sock is self._socket, "the pinned connection was closed"
+        self._connection.request("GET", "/mcp", headers=headers)
+        response = self._connection.getresponse()
+        return response.status, response.getheader("Content-Type", ""), response.read()
+
     def whoami(self) -> int:
         status, content_type, body = self.post(
             modern_call("whoami", {}, "pinned-whoami"), modern_headers("tools/call", "whoami")
@@ -618,6 +625,59 @@ def test_a_tool_list_change_made_by_either_worker_reaches_a_listen_stream(cluste
     assert_clean_log(cluster)
 
 
+# ---------------------------------------------------------------- 4b. a stream resumed on the other worker
+
+
+def sse_messages(body: bytes) -> list[tuple[str | None, dict[str, Any]]]:
+    """``(id, message)`` of every event of a whole SSE body that carries one."""
+    found = []
+    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        lines = block.split(b"\n")
+        data = b"".join(line[5:].strip() for line in lines if line.startswith(b"data:"))
+        ids = [line[3:].strip().decode() for line in lines if line.startswith(b"id:")]
+        if data:
+            found.append((ids[-1] if ids else None, json.loads(data)))
+    return found
+
+
+def test_a_stream_let_go_mid_call_is_resumed_on_the_other_worker(cluster: Cluster) -> None:
+    """2025-11-25: the call lets its connection go after a third of its progress;
+    the client resumes with Last-Event-ID on a connection pinned to the worker
+    *not* running the call, which replays what it missed from the backend and
+    follows the rest live (the call is still running) up to the result."""
+    n = 15
+    session = LegacySession(cluster.url, {})
+    stream = session.open("tools/call", {"name": "relay", "arguments": {"n": n}, "_meta": {"progressToken": "relay"}},
+                          "relay-1")
+    try:
+        first = stream.rest(time.monotonic() + SCENARIO)  # the server ends this connection itself
+    finally:
+        stream.close()
+    assert [m["params"]["progress"] for m in first] == list(range(1, n // 3 + 1)), first
+    assert stream.retry_ms == 100 and stream.last_event_id is not None
+    runner = int(first[0]["params"]["message"].split()[1])
+    other = pin(cluster, lambda pid: pid != runner, "the worker not running the call")
+    try:
+        status, content_type, body = other.get(
+            {"Accept": "text/event-stream", "Last-Event-ID": stream.last_event_id, "Mcp-Session-Id": session.id,
+             "MCP-Protocol-Version": LEGACY}
+        )
+    finally:
+        other.close()
+    assert status == 200 and content_type.startswith("text/event-stream"), (status, body[:300])
+    resumed = sse_messages(body)
+    *notes, (final_id, final) = resumed
+    for _, note in notes:
+        validate_message(LEGACY, None, note)
+    assert [m["params"]["progress"] for _, m in notes] == list(range(n // 3 + 1, n + 1))
+    validate_message(LEGACY, "tools/call", final)
+    assert final["id"] == "relay-1" and final["result"]["structuredContent"] == {"counted": n, "pid": runner}
+    ids = [event_id for event_id, _ in resumed]
+    assert None not in ids and len(set(ids)) == len(ids) and final_id == ids[-1]
+    session.end()
+    assert_clean_log(cluster)
+
+
 # ---------------------------------------------------------------- 5. the official Python client
 
 
@@ -663,4 +723,31 @@ def test_the_official_client_gets_every_progress_report_and_answers_an_elicitati
     assert greeted.is_error is False
     assert greeted.structured_content["greeting"] == "Hello, Grace!"
     assert greeted.structured_content["pid"] in cluster.workers
+    assert_clean_log(cluster)
+
+
+def test_the_official_client_resumes_a_stream_the_server_let_go(cluster: Cluster) -> None:
+    """Legacy mode (2025-11-25): the call lets its connection go; the official
+    client reconnects with Last-Event-ID (after the ``retry`` the call sent) on
+    whichever worker, and receives the rest of the progress and the result."""
+    n = 12
+    reports: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append(progress)
+
+    async def scenario() -> tuple[str, Any]:
+        async with Client(cluster.url, mode="legacy", read_timeout_seconds=15) as client:
+            result = await client.call_tool("relay", {"n": n}, progress_callback=on_progress)
+            for _ in range(100):
+                if len(reports) >= n:
+                    break
+                await asyncio.sleep(0.02)
+            return str(client.protocol_version), result
+
+    version, result = asyncio.run(asyncio.wait_for(scenario(), 45))
+    assert version == LEGACY
+    assert result.is_error is False
+    assert result.structured_content["counted"] == n
+    assert sorted(reports) == [float(i) for i in range(1, n + 1)]  # each report once, none lost
     assert_clean_log(cluster)
