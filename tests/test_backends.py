@@ -111,7 +111,8 @@ def _redis_setup(prefix: str) -> str:
         "from flask_mcp.backends.redis import RedisEventLog\n"
         f"backend = Backend(sessions=RedisSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
         f" bus=RedisMessageBus(client, channel_prefix={prefix + 'bus:'!r}),"
-        f" events=RedisEventLog(client, retention={RETENTION}, key_prefix={prefix + 'stream:'!r}), close=client.close)\n"
+        f" events=RedisEventLog(client, retention={RETENTION}, key_prefix={prefix + 'stream:'!r}),"
+        " close=client.close)\n"
     )
 
 

@@ -102,7 +102,7 @@ def resume(client: MCPTestClient, last_event_id: str, session_id: str | None = N
         "Accept": "text/event-stream",
         "Last-Event-ID": last_event_id,
         "Mcp-Session-Id": session_id or client.session_id or "",
-        "MCP-Protocol-Version": LEGACY,
+        "MCP-Protocol-Version": client.negotiated_version or LEGACY,
     }
     return client.client.get(client.url, headers=headers)
 
@@ -202,8 +202,7 @@ def test_a_2025_06_18_session_has_no_stream_to_resume(make_client: Callable[...,
     response = client.call_tool("hand_off")
     assert text(response.messages) == "closed=False"  # nothing to resume, so the connection stays
     assert response.resumptions == 0
-    headers = {"Accept": "text/event-stream", "Last-Event-ID": "AAAAAAAAAAAAAAAA/0", "Mcp-Session-Id": client.session_id}
-    assert client.client.get(client.url, headers=headers).status_code == 400
+    assert resume(client, "AAAAAAAAAAAAAAAA/0").status_code == 400
 
 
 def test_close_stream_is_refused_on_2026_07_28(make_client: Callable[..., MCPTestClient], app: Flask) -> None:
