@@ -1,7 +1,9 @@
 """Asking the client for input (elicitation, sampling, roots), in both eras.
 
 2026-07-28: the answers come back in the retried request (multi round-trip);
-missing ones end the call with ``input_required``. Legacy sessions: the
+missing ones end the call with ``input_required``. A call running as a task
+(the tasks extension) parks the task in ``input_required`` instead, until
+``tasks/update`` brings the answers to whichever worker. Legacy sessions: the
 questions are JSON-RPC requests on the call's event stream, and the client
 POSTs each answer separately, maybe to another worker or host, whence the
 session backend's message bus carries it to the waiting call.
@@ -40,6 +42,10 @@ class ElicitResult:
 def ask(request: RequestInfo, questions: Sequence[InputRequest], *, timeout: float) -> list[Any]:
     """The answers to ``questions``, in order (see :meth:`flask_mcp.Context.ask`)."""
     _check_capabilities(request, questions)
+    if request.task is not None and request.task.started:
+        # A running task waits in input_required until tasks/update brings the answers.
+        raw = request.task.ask(list(questions))
+        return [_accepted(q, {"result": answer}) for q, answer in zip(questions, raw, strict=True)]
     if request.revision.stateless:
         answers = request.input_responses
         missing = [q for q in questions if answer_of(q, answers.get(q.key)) is None]

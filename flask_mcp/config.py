@@ -51,6 +51,11 @@ DEFAULTS: dict[str, Any] = {
     "MCP_RATE_LIMIT_STORAGE": None,  # a limits storage URI (default: the app's Limiter, Redis, memory)
     "MCP_CORS_ORIGINS": (),  # browser origins given the CORS preset ("*": any)
     "MCP_MAX_JSON_DEPTH": 64,
+    # Tasks (the io.modelcontextprotocol/tasks extension): how long a task is kept
+    # after its creation (seconds; None: until the backend drops it) and the poll
+    # interval suggested to clients (milliseconds).
+    "MCP_TASK_TTL": 3600,
+    "MCP_TASK_POLL_INTERVAL_MS": 1000,
 }
 
 OriginCheck = Callable[[str], bool]
@@ -95,6 +100,8 @@ class Settings:
     rate_limit_storage: str | None
     cors_origins: tuple[str, ...]
     max_json_depth: int
+    task_ttl: float | None = 3600.0
+    task_poll_interval_ms: int = 1000
 
 
 class ConfigError(ValueError):
@@ -136,6 +143,8 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         sse_retry_ms=int(_number(value("MCP_SSE_RETRY_MS"), "MCP_SSE_RETRY_MS", minimum=0)),
         sse_retention=_number(value("MCP_SSE_RETENTION"), "MCP_SSE_RETENTION", minimum=1),
         sse_poll_after=_optional_number(value("MCP_SSE_POLL_AFTER"), "MCP_SSE_POLL_AFTER", minimum=0.05),
+        task_ttl=_optional_number(value("MCP_TASK_TTL"), "MCP_TASK_TTL", minimum=1),
+        task_poll_interval_ms=int(_number(value("MCP_TASK_POLL_INTERVAL_MS"), "MCP_TASK_POLL_INTERVAL_MS", minimum=1)),
         **_security_settings(value),
     )
 

@@ -150,6 +150,36 @@ class Context:
         if missing:
             raise MissingClientCapability(missing)
 
+    # ------------------------------------------------------------------ tasks
+
+    @property
+    def task_id(self) -> str | None:
+        """The id of the task this call runs as (the tasks extension), else ``None``."""
+        task = self._request.task
+        return task.task_id if task is not None else None
+
+    def start_task(self, status_message: str | None = None) -> bool:
+        """Begin this call's task now (a tool declared ``task_start="explicit"``):
+        the client gets its ``CreateTaskResult`` and the rest of the call runs in
+        the background. Questions asked before this go back in the ``tools/call``
+        itself (multi round-trip), later ones through the task. ``False`` (and
+        nothing changes) when the call does not run as a task: the client did not
+        declare the extension, or the revision has none."""
+        task = self._request.task
+        if task is None:
+            return False
+        self.check_cancelled()
+        task.start(status_message)
+        return True
+
+    def set_task_status(self, message: str | None) -> None:
+        """Set the task's ``statusMessage`` (what ``tasks/get`` shows); nothing
+        when the call does not run as a task."""
+        task = self._request.task
+        if task is not None:
+            self.check_cancelled()
+            task.set_status_message(message)
+
     def close_stream(self, retry_ms: int | None = None) -> bool:
         """Let this call's response connection go while the call goes on (a
         2025-11-25 session answered on an event stream): the client reconnects

@@ -26,9 +26,11 @@ from .protocol.mrtr import state_key
 from .protocol.server import Server
 from .protocol.session import SessionStore
 from .protocol.subscriptions import list_changed_event, resource_updated_event
+from .protocol.tasks import Tasks
 from .ratelimit import RateLimits
 from .streaming import StreamOptions
 from .surface import ServerSurface
+from .tasks import in_background
 from .tools import Tool, ToolRegistry
 from .verifiers import verifier_from_settings
 
@@ -133,6 +135,7 @@ class MCP(ServerSurface):
             resources=self._resources,
             prompts=self._prompts,
             completions=self._completions,
+            tasks=_tasks(backend, settings),
         )
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
         app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits)
@@ -171,6 +174,8 @@ class MCP(ServerSurface):
         rate_limit: str | None = None,
         ui: str | None = None,
         visibility: Sequence[str] | None = None,
+        task: str | None = None,
+        task_start: str = "call",
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -188,6 +193,8 @@ class MCP(ServerSurface):
         rate_limit: str | None = None,
         ui: str | None = None,
         visibility: Sequence[str] | None = None,
+        task: str | None = None,
+        task_start: str = "call",
     ) -> Any:
         """Register a function as a tool; the function is returned unchanged.
 
@@ -199,6 +206,11 @@ class MCP(ServerSurface):
         see the tool listed); ``rate_limit``: calls per caller, e.g. ``"10/minute"``.
         ``ui``: the ``ui://`` view (``@mcp.ui_resource``) that hosts show with its
         results, and ``visibility``: who may call it, ``["model", "app"]`` (default).
+        ``task``: ``"optional"`` or ``"required"`` lets a 2026-07-28 call that declares
+        the tasks extension run as a task (the client gets a task handle and polls
+        it; ``"required"`` refuses other 2026-07-28 clients with ``-32021``); with
+        ``task_start="explicit"`` the task begins at ``ctx.start_task()`` instead of
+        with the call, so the tool can ask the client first (multi round-trip).
         """
         options: dict[str, Any] = {
             "name": name,
@@ -212,6 +224,8 @@ class MCP(ServerSurface):
             "rate_limit": rate_limit,
             "ui": ui,
             "visibility": visibility,
+            "task": task,
+            "task_start": task_start,
         }
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -282,6 +296,19 @@ class MCP(ServerSurface):
         if inspect.signature(source).parameters:
             return source(Context(request))
         return source()
+
+
+def _tasks(backend: Backend, settings: Settings) -> Tasks | None:
+    """The tasks extension, when the backend keeps tasks (not a bare cachelib cache)."""
+    if backend.tasks is None:
+        return None
+    ttl = settings.task_ttl
+    return Tasks(
+        backend.tasks,
+        spawn=in_background,
+        ttl_ms=None if ttl is None else round(ttl * 1000),
+        poll_interval_ms=settings.task_poll_interval_ms,
+    )
 
 
 def _request_state_key() -> bytes:

@@ -18,6 +18,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.test import TestResponse
 
+from .protocol.headers import NAME_PARAM
 from .protocol.versions import STATELESS_VERSIONS
 
 Observer = Callable[[str, str | None, dict[str, Any]], None]
@@ -202,6 +203,16 @@ class MCPTestClient:
             params["context"] = {"arguments": context_arguments}
         return self.request("completion/complete", params, **kwargs)
 
+    def get_task(self, task_id: str, **kwargs: Any) -> MCPResponse:
+        """``tasks/get`` (the tasks extension; declare it in ``capabilities``)."""
+        return self.request("tasks/get", {"taskId": task_id}, **kwargs)
+
+    def update_task(self, task_id: str, input_responses: dict[str, Any], **kwargs: Any) -> MCPResponse:
+        return self.request("tasks/update", {"taskId": task_id, "inputResponses": input_responses}, **kwargs)
+
+    def cancel_task(self, task_id: str, **kwargs: Any) -> MCPResponse:
+        return self.request("tasks/cancel", {"taskId": task_id}, **kwargs)
+
     def delete(self) -> TestResponse:
         """End the session: a DELETE is a request like any other, so it carries
         the client's own headers (a bearer token) and the protocol version."""
@@ -245,8 +256,9 @@ class MCPTestClient:
         headers = self._version_headers()
         if self.stateless:
             headers["Mcp-Method"] = method
-            target = params.get("uri") if method == "resources/read" else params.get("name")
-            if method in ("tools/call", "prompts/get", "resources/read") and isinstance(target, str):
+            param = NAME_PARAM.get(method)
+            target = params.get(param) if param is not None else None
+            if isinstance(target, str):
                 headers["Mcp-Name"] = encode_header_value(target)
             if method == "tools/call":
                 headers.update(self._param_headers(params))

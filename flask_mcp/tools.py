@@ -20,6 +20,7 @@ from .errors import ToolError
 from .protocol.errors import MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
 from .protocol.headers import HeaderParam, collect_header_params
+from .protocol.tasks import TASK_STARTS, TASK_SUPPORT
 from .ratelimit import parse_limit
 from .registry import NamedRegistry
 from .schema import InputSpec, OutputSpec, build_input, build_output, describe
@@ -43,6 +44,10 @@ class Tool:
     scopes: tuple[str, ...] = ()
     #: Per-caller call limits (``@mcp.tool(rate_limit="10/minute")``), parsed.
     rate_limit: tuple[Any, ...] = ()
+    #: ``"optional"``/``"required"``: calls may/must run as tasks (``@mcp.tool(task=...)``).
+    task_support: str | None = None
+    #: ``"call"``: the task begins with the call; ``"explicit"``: at ``ctx.start_task()``.
+    task_start: str = "call"
 
     @classmethod
     def from_function(
@@ -58,6 +63,8 @@ class Tool:
         input_schema: dict[str, Any] | None = None,
         scopes: Sequence[str] | None = None,
         rate_limit: str | None = None,
+        task: str | None = None,
+        task_start: str = "call",
     ) -> Tool:
         tool_name = name or fn.__name__
         if not _NAME.match(tool_name):
@@ -66,6 +73,10 @@ class Tool:
             )
         required = validate_scopes(scopes, f"Tool {tool_name!r}")
         limits = parse_limit(rate_limit, f"Tool {tool_name!r}") if rate_limit is not None else ()
+        if task is not None and task not in TASK_SUPPORT:
+            raise ValueError(f"Tool {tool_name!r}: task= must be one of {TASK_SUPPORT} or None (got {task!r})")
+        if task_start not in TASK_STARTS:
+            raise ValueError(f"Tool {tool_name!r}: task_start= must be one of {TASK_STARTS} (got {task_start!r})")
         summary, _ = describe(fn)
         if input_schema is not None:
             if input_schema.get("type") != "object":
@@ -93,7 +104,7 @@ class Tool:
             header_params = collect_header_params(schema)
         except ValueError as exc:
             raise ValueError(f"Tool {tool_name!r}: {exc}") from None
-        return cls(tool_name, fn, definition, spec, output, header_params, required, limits)
+        return cls(tool_name, fn, definition, spec, output, header_params, required, limits, task, task_start)
 
     def visible_to(self, request: RequestInfo) -> bool:
         return permits(self.scopes, request)
@@ -105,6 +116,8 @@ class Tool:
         kwargs = self._arguments(arguments)
         if self.input is not None and self.input.context_param:
             kwargs[self.input.context_param] = Context(request)
+        if request.task is not None and self.task_start == "call":
+            request.task.start()  # the client gets its task now; the call goes on in the background
         try:
             with serving(request):
                 value = self.fn(**kwargs)

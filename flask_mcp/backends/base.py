@@ -18,6 +18,7 @@ from ..protocol.bus import MessageBus as MessageBus
 from ..protocol.bus import Subscription as Subscription
 from ..protocol.events import EventLog
 from ..protocol.session import SessionStore, StoreUnavailable
+from ..protocol.tasks import TaskStore
 
 #: How long one backend call may block before it fails (seconds).
 DEFAULT_IO_TIMEOUT = 2.0
@@ -57,6 +58,8 @@ class Backend:
     bus: MessageBus | None = None
     #: Where resumable streams keep their events (needs the bus too).
     events: EventLog | None = None
+    #: Where tasks live (the tasks extension); ``None``: tasks are not offered.
+    tasks: TaskStore | None = None
     description: str = "custom backend"
     #: Raises :class:`BackendUnavailable` when the backend cannot be reached
     #: (for a start-up log line or a health check); never required before use.
@@ -131,16 +134,17 @@ def _open_uri(uri: str, *, timeout: float, instance_path: str, io_timeout: float
     if scheme == "memory":
         if rest:
             raise ValueError(f"MCP_BACKEND {uri!r}: 'memory://' takes no path. {ACCEPTED}.")
-        from .memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore
+        from .memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore, MemoryTaskStore
 
         return Backend(
             sessions=MemorySessionStore(timeout=timeout),
             bus=MemoryMessageBus(),
             events=MemoryEventLog(retention=retention),
+            tasks=MemoryTaskStore(),
             description="memory://",
         )
     if scheme == "sqlite":
-        from .sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
+        from .sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore, SqliteTaskStore
 
         path = sqlite_path(rest, instance_path)
         database = SqliteDatabase(path, io_timeout=io_timeout)
@@ -148,6 +152,7 @@ def _open_uri(uri: str, *, timeout: float, instance_path: str, io_timeout: float
             sessions=SqliteSessionStore(database, timeout=timeout),
             bus=SqliteMessageBus(database),
             events=SqliteEventLog(database, retention=retention),
+            tasks=SqliteTaskStore(database),
             description=f"sqlite:///{path}",
             check=database.check,
             close=database.close,

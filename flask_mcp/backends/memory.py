@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..protocol.events import Event
 from ..protocol.session import Session
+from ..protocol.tasks import TaskRecord
 from .base import Message, Subscription
 
 
@@ -162,3 +163,41 @@ class MemoryEventLog:
             if entry is None or self.clock() - entry[0] > self.retention:
                 return None
             return [(seq, json.loads(json.dumps(event))) for seq, event in entry[1] if seq > after]
+
+
+class MemoryTaskStore:
+    """Task records in a dict (one process); expired ones are dropped as tasks are created."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._records: dict[str, dict[str, object]] = {}
+        self._lock = threading.Lock()
+
+    def create(self, record: TaskRecord) -> None:
+        now = self.clock()
+        with self._lock:
+            self._records = {
+                k: r for k, r in self._records.items() if not TaskRecord.from_dict(r).expired(now)
+            }
+            self._records[record.task_id] = copy.deepcopy(record.to_dict())
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        with self._lock:
+            return self._read(task_id)
+
+    def update(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
+        with self._lock:
+            record = self._read(task_id)
+            if record is not None and change(record):
+                self._records[task_id] = copy.deepcopy(record.to_dict())
+            return record
+
+    def _read(self, task_id: str) -> TaskRecord | None:
+        raw = self._records.get(task_id)
+        if raw is None:
+            return None
+        record = TaskRecord.from_dict(copy.deepcopy(raw))
+        if record.expired(self.clock()):
+            del self._records[task_id]
+            return None
+        return record

@@ -22,10 +22,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..protocol.events import Event
 from ..protocol.session import Session
+from ..protocol.tasks import TaskRecord
 from .base import DEFAULT_IO_TIMEOUT, Backend, BackendUnavailable, Message, Subscription, redact_url
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
+DEFAULT_TASK_PREFIX = "flask-mcp:task:"
 #: Pub/sub channels ignore the database number, so they get their own prefix.
 DEFAULT_CHANNEL_PREFIX = "flask-mcp:bus:"
 
@@ -227,6 +229,52 @@ class RedisEventLog:
         return [(int(event.pop("seq")), event) for event in events if int(event["seq"]) > after]
 
 
+class RedisTaskStore:
+    """One key per task whose Redis TTL is the task's; updates are optimistic
+    (WATCH/MULTI, retried when another worker changed the task meanwhile)."""
+
+    def __init__(self, client: redis.Redis, *, key_prefix: str = DEFAULT_TASK_PREFIX, attempts: int = 20) -> None:
+        self.client = client
+        self.key_prefix = key_prefix
+        self.attempts = attempts
+        self._where = _describe_client(client)
+
+    def create(self, record: TaskRecord) -> None:
+        expires = record.expires_at
+        with _unavailable(self._where):
+            self.client.set(
+                self.key_prefix + record.task_id,
+                json.dumps(record.to_dict()),
+                pxat=None if expires is None else max(1, round(expires * 1000)),
+            )
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        with _unavailable(self._where):
+            raw = self.client.get(self.key_prefix + task_id)
+        return None if raw is None else TaskRecord.from_dict(json.loads(raw))
+
+    def update(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
+        key = self.key_prefix + task_id
+        with _unavailable(self._where):
+            for _ in range(self.attempts):
+                with self.client.pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(key)  # type: ignore[no-untyped-call]
+                        raw = pipe.get(key)
+                        if raw is None:
+                            return None
+                        record = TaskRecord.from_dict(json.loads(raw))
+                        if not change(record):
+                            return record
+                        pipe.multi()
+                        pipe.set(key, json.dumps(record.to_dict()), xx=True, keepttl=True)
+                        pipe.execute()
+                        return record
+                    except redis.exceptions.WatchError:
+                        continue
+        raise BackendUnavailable(f"Redis ({self._where}): task {task_id} kept changing; update not applied")
+
+
 def client_from_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redis.Redis:
     """A client whose every call is bounded: socket timeouts of ``io_timeout``
     and one immediate retry, no backoff, only for a connection Redis dropped
@@ -254,6 +302,7 @@ def backend_from_client(
         sessions=RedisSessionStore(client, timeout=timeout),
         bus=RedisMessageBus(client, io_timeout=io_timeout),
         events=RedisEventLog(client, retention=retention),
+        tasks=RedisTaskStore(client),
         description=_describe_client(client),
         check=check,
     )

@@ -66,6 +66,8 @@ class RequestInfo:
     #: The endpoint's URL as the client used it (scheme, host, path; no query),
     #: from the HTTP layer; ``None`` when unknown.
     endpoint_url: str | None = None
+    #: The task this call runs as (a :class:`~.tasks.TaskHandle`), when it runs as one.
+    task: Any = None
 
     @property
     def protocol_version(self) -> str:
@@ -114,9 +116,15 @@ class InvalidToolArguments(Exception):
 class ToolEntry(Protocol):
     name: str
     header_params: tuple[HeaderParam, ...]
+    #: ``"optional"`` or ``"required"`` when calls may (must) run as tasks; ``None``: never.
+    task_support: str | None
+    #: When its task begins: ``"call"`` (as it is called) or ``"explicit"`` (``ctx.start_task()``).
+    task_start: str
 
     def invoke(self, arguments: dict[str, Any], request: RequestInfo) -> ToolOutcome:
-        """Validate, call, convert. Raises :class:`InvalidToolArguments` or an MCPError."""
+        """Validate, call, convert. Raises :class:`InvalidToolArguments` or an MCPError.
+        When ``request.task`` is set and ``task_start`` is ``"call"``, starts that task
+        (``request.task.start()``) once the call is allowed and its arguments valid."""
 
     def visible_to(self, request: RequestInfo) -> bool:
         """Whether ``tools/list`` shows this tool to the caller (asked only when ``request.auth`` is set)."""

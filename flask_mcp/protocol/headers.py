@@ -16,7 +16,11 @@ from typing import Any
 from .errors import HeaderMismatch
 
 #: Methods whose target travels in ``Mcp-Name``, and the param that holds it.
-NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAM = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    # The tasks extension (SEP-2663): Mcp-Name carries params.taskId.
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 
 _SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
 # Visible ASCII, space and tab: what a header value may carry unencoded.

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import InvalidParams, MissingClientCapability
-from .features import InvalidToolArguments, RequestInfo, ToolOutcome, ToolProvider
+from .errors import InternalError, InvalidParams, MissingClientCapability
+from .features import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutcome, ToolProvider
 from .headers import check_param_headers
 from .info import ProtocolOptions, ServerInfo
 from .meta import LOG_LEVELS
@@ -22,6 +22,7 @@ from .rounds import Interim, RoundTrips
 from .session import SessionStore
 from .shaping import block_for
 from .subscriptions import RESOURCE_UPDATES
+from .tasks import TASKS_EXTENSION, Tasks
 from .versions import SUPPORTED_VERSIONS, Revision
 
 Instructions = Callable[[RequestInfo], "str | None"]
@@ -46,8 +47,12 @@ class Methods:
         prompts: PromptProvider | None = None,
         completions: CompletionProvider | None = None,
         clock: Callable[[], float] = time.time,
+        tasks: Tasks | None = None,
     ) -> None:
         self.info = info
+        #: The tasks extension, when the backend keeps tasks.
+        self.tasks = tasks
+        self._task_tools: tuple[int, bool] | None = None
         #: Change notifications can be delivered (a bus carries them to listen streams).
         self.list_changed = list_changed
         self.tools = tools
@@ -73,7 +78,9 @@ class Methods:
             "logging/setLevel": self.set_level,
             "tools/list": self.list_tools,
             "tools/call": self.call_tool,
-        } | {method: handler for feature in self.features for method, handler in feature.table().items()}
+        } | {method: handler for feature in self.features for method, handler in feature.table().items()} | (
+            self.tasks.table() if self.tasks is not None else {}
+        )
 
     def capabilities(self, revision: Revision) -> dict[str, Any]:
         # logging: tools may log through their Context (deprecated in 2026-07-28, still served).
@@ -86,7 +93,22 @@ class Methods:
         for feature in self.features:  # resources, prompts, completions: once registered
             for key, value in feature.capabilities(revision, live).items():
                 capabilities[key] = {**capabilities.get(key, {}), **value} if key == "extensions" else value
+        if revision.stateless and self._offers_tasks():
+            capabilities["extensions"] = {**capabilities.get("extensions", {}), TASKS_EXTENSION: {}}
         return capabilities
+
+    def _offers_tasks(self) -> bool:
+        """The tasks extension is declared once a tool may run as a task (and the backend keeps tasks)."""
+        if self.tasks is None:
+            return False
+        generation = self.tools.generation
+        if self._task_tools is None or self._task_tools[0] != generation:
+            found = any(
+                (tool := self.tools.find(d["name"])) is not None and tool.task_support is not None
+                for d in self.tools.definitions()
+            )
+            self._task_tools = (generation, found)
+        return self._task_tools[1]
 
     def listen_offer(self, revision: Revision) -> frozenset[str]:
         """The change notifications a listen stream can get: list kinds whose
@@ -181,10 +203,11 @@ class Methods:
         revision = request.revision
         if revision.stateless and tool.header_params:
             check_param_headers(request.headers, tool.header_params, arguments)
+        call: Callable[[], Any] = lambda: tool.invoke(arguments, request)  # noqa: E731
+        if tool.task_support is not None and revision.stateless:
+            call = self._task_call(request, tool, arguments)
         try:
-            outcome = self.rounds.run(
-                request, name, arguments, lambda: tool.invoke(arguments, request), self.sessions
-            )
+            outcome = self.rounds.run(request, name, arguments, call, self.sessions)
         except InvalidToolArguments as exc:
             if not revision.argument_errors_as_results:
                 raise InvalidParams(exc.message, data={"errors": exc.details}) from None
@@ -195,7 +218,22 @@ class Methods:
             outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
         if isinstance(outcome, Interim):
             return outcome.result
+        if isinstance(outcome, dict):  # a CreateTaskResult
+            return outcome
         return _shape_tool_result(outcome, revision)
+
+    def _task_call(self, request: RequestInfo, tool: ToolEntry, arguments: dict[str, Any]) -> Callable[[], Any]:
+        """A task tool's call: a task for a request that declares the extension."""
+        if self.tasks is None:  # the backend keeps no tasks: an ordinary call, unless one is required
+            if tool.task_support == "required":
+                raise InternalError(f"Tool {tool.name!r} runs as a task, and MCP_BACKEND keeps no tasks.")
+            return lambda: tool.invoke(arguments, request)
+        revision = request.revision
+
+        def shape(outcome: ToolOutcome) -> dict[str, Any]:  # the result a finished task keeps
+            return {"resultType": "complete", **_shape_tool_result(outcome, revision)}
+
+        return self.tasks.tool_call(request, tool, arguments, shape)
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from .methods import Instructions, Methods
 from .providers import CompletionProvider, PromptProvider, ResourceProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .subscriptions import Listen
+from .tasks import Tasks
 from .versions import (
     DEFAULT_LEGACY_VERSION,
     LEGACY_VERSIONS,
@@ -67,6 +68,7 @@ class Server:
         prompts: PromptProvider | None = None,
         completions: CompletionProvider | None = None,
         clock: Callable[[], float] = time.time,
+        tasks: Tasks | None = None,
     ) -> None:
         self.info = info
         self.sessions = sessions
@@ -86,6 +88,7 @@ class Server:
             prompts=prompts,
             completions=completions,
             clock=clock,
+            tasks=tasks,
         )
         self._handlers = self.methods.table()
 

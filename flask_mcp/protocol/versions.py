@@ -90,8 +90,10 @@ _LEGACY_METHODS = frozenset(
      "resources/unsubscribe"}
 ) | _CATALOG_METHODS
 # 2026-07-28 replaced resources/subscribe and unsubscribe with subscriptions/listen.
+# The tasks extension's methods are served (to requests declaring it) when the backend keeps tasks.
 _STATELESS_METHODS = (
     frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"}) | _CATALOG_METHODS
+    | {"tasks/get", "tasks/update", "tasks/cancel"}
 )
 
 REVISIONS: dict[str, Revision] = {

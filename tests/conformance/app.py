@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from flask import Flask
 
-from flask_mcp import MCP, Audio, Context, EmbeddedResource, Header, Image, ToolError, UserMessage
+from flask_mcp import MCP, Audio, Context, EmbeddedResource, Header, Image, MCPError, ToolError, UserMessage
 
 app = Flask(__name__)
 # Seals the 2026-07-28 requestState; a real deployment sets its own secret.
@@ -334,6 +334,79 @@ def test_trigger_tool_change() -> str:
     mcp.add_tool(_temporary_tool, name="test_temporary_tool")
     mcp.remove_tool("test_temporary_tool")
     return "Tool list changed"
+
+
+# ---------------------------------------------------------------------- tasks (io.modelcontextprotocol/tasks)
+
+
+@mcp.tool
+def greet(name: str) -> str:
+    """Greets someone at once (never a task)."""
+    return f"Hello, {name}!"
+
+
+def _work(ctx: Context, seconds: float) -> None:
+    """Sleep for ``seconds``, stopping early when the task is cancelled."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ctx.check_cancelled()
+        time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+    ctx.check_cancelled()
+
+
+@mcp.tool(task="optional")
+def slow_compute(seconds: float, ctx: Context, label: str = "") -> str:
+    """Works for `seconds` seconds, then reports; a task when the client takes tasks."""
+    _work(ctx, seconds)
+    return f"Computed {label or 'result'} after {seconds:g} s"
+
+
+@mcp.tool(task="optional")
+def confirm_delete(filename: str, ctx: Context) -> str:
+    """Asks the person to confirm before deleting a file (nothing is deleted)."""
+    answer = ctx.elicit(
+        f"Delete {filename}?",
+        {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+    )
+    confirmed = answer.accepted and bool((answer.content or {}).get("confirm"))
+    return f"{'Deleted' if confirmed else 'Kept'} {filename}"
+
+
+@mcp.tool(task="optional")
+def multi_input(ctx: Context) -> str:
+    """Asks two questions at once."""
+    name, confirm = ctx.ask(
+        ctx.elicitation("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}),
+        ctx.elicitation("Proceed?", {"type": "object", "properties": {"confirm": {"type": "boolean"}}}),
+    )
+    return f"Got name={name.action}, confirm={confirm.action}"
+
+
+@mcp.tool(task="required")
+def failing_job(ctx: Context) -> str:
+    """Always a task; ends with a tool error after about a second."""
+    _work(ctx, 1)
+    raise ToolError("The job failed (as it always does).")
+
+
+@mcp.tool(task="optional")
+def protocol_error_job(ctx: Context) -> str:
+    """Always a task when possible; ends with a JSON-RPC (protocol) error."""
+    _work(ctx, 0.2)
+    raise MCPError("The job hit an internal protocol error.")
+
+
+@mcp.tool(task="required", task_start="explicit")
+def test_tool_with_task(ctx: Context) -> str:
+    """Asks for the person's name in the tools/call itself, then continues as a task."""
+    answer = ctx.elicit(
+        "What is your name?",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        key="user_name",
+    )
+    ctx.start_task("Greeting")
+    _work(ctx, 0.2)
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
 
 
 # ---------------------------------------------------------------------- resources

@@ -1,0 +1,475 @@
+"""Tasks: the ``io.modelcontextprotocol/tasks`` extension (SEP-2663) on 2026-07-28.
+
+A tool declared with task support answers a ``tools/call`` whose request
+declares the extension with a ``CreateTaskResult`` (``resultType: "task"``)
+and goes on in a background thread of the worker that accepted it. The task
+record lives in the backend's :class:`TaskStore`, so ``tasks/get``,
+``tasks/update`` and ``tasks/cancel`` work from any worker: status, result,
+error, the questions the tool waits on (``inputRequests``) and the answers
+the client sent, and the cancellation flag the tool's ``check_cancelled``
+reads. Cancellation is cooperative; records expire ``ttlMs`` after creation.
+
+Sans-IO: the threads are started through a ``spawn`` callable the Flask layer
+hands in (it wraps them in the app's context).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from .errors import InternalError, InvalidParams, MCPError, MissingClientCapability
+from .features import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
+from .mrtr import InputRequest, InputRequired
+from .session import StoreUnavailable
+
+logger = logging.getLogger("flask_mcp")
+
+#: The extension's identifier, in ``capabilities.extensions``.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+WORKING = "working"
+INPUT_REQUIRED = "input_required"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+#: What ``@mcp.tool(task=...)`` accepts: may, or must, run as a task.
+TASK_SUPPORT = ("optional", "required")
+#: When a task tool's task begins: as the call starts, or at ``ctx.start_task()``.
+TASK_STARTS = ("call", "explicit")
+
+#: The methods the extension adds (``tasks/result`` and ``tasks/list`` are gone in 2026).
+TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+
+
+def iso(timestamp: float) -> str:
+    """An ISO 8601 UTC timestamp with milliseconds, e.g. ``2026-07-28T10:30:00.000Z``."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """Everything a worker needs to answer for a task, as stored in the backend."""
+
+    task_id: str
+    principal: str | None = None
+    status: str = WORKING
+    status_message: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    #: Questions the tool waits on, by key (wire form: ``{"method", "params"}``).
+    input_requests: dict[str, Any] = field(default_factory=dict)
+    #: Answers received and not yet taken by the tool, by key.
+    answers: dict[str, Any] = field(default_factory=dict)
+    #: Every key ever asked: a key is never reused over a task's life.
+    asked: list[str] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    cancel_requested: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def expires_at(self) -> float | None:
+        return None if self.ttl_ms is None else self.created_at + self.ttl_ms / 1000
+
+    def expired(self, now: float) -> bool:
+        expires = self.expires_at
+        return expires is not None and now > expires
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> TaskRecord:
+        return cls(**{k: v for k, v in record.items() if k in cls.__dataclass_fields__})
+
+    def task(self) -> dict[str, Any]:
+        """The ``Task`` fields (wire names: ``ttlMs``, ``pollIntervalMs``, ISO timestamps)."""
+        task: dict[str, Any] = {"taskId": self.task_id, "status": self.status}
+        if self.status_message:
+            task["statusMessage"] = self.status_message
+        task["createdAt"] = iso(self.created_at)
+        task["lastUpdatedAt"] = iso(self.updated_at)
+        task["ttlMs"] = self.ttl_ms
+        if self.poll_interval_ms is not None:
+            task["pollIntervalMs"] = self.poll_interval_ms
+        return task
+
+    def created(self) -> dict[str, Any]:
+        """The flat ``CreateTaskResult``."""
+        return {"resultType": "task", **self.task()}
+
+    def detailed(self) -> dict[str, Any]:
+        """The ``DetailedTask`` of ``tasks/get``: the task plus what its status carries."""
+        task = self.task()
+        if self.status == INPUT_REQUIRED:
+            task["inputRequests"] = dict(self.input_requests)
+        elif self.status == COMPLETED and self.result is not None:
+            task["result"] = self.result
+        elif self.status == FAILED and self.error is not None:
+            task["error"] = self.error
+        return task
+
+
+class TaskStore(Protocol):
+    """Where task records live; every worker that serves the endpoint must share it."""
+
+    def create(self, record: TaskRecord) -> None:
+        """Store a new record; durable once this returns (any worker can read it)."""
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        """The record, or ``None`` when unknown or past its TTL."""
+
+    def update(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
+        """Apply ``change`` atomically against concurrent updates from any worker
+        (it may be called more than once, so it only edits the record) and store
+        the result unless it returns ``False``; ``None`` when unknown or expired."""
+
+
+def declares_extension(request: RequestInfo) -> bool:
+    """Whether this request's client capabilities name the tasks extension."""
+    extensions = request.client_capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def _missing_extension(what: str) -> MissingClientCapability:
+    return MissingClientCapability(
+        {"extensions": {TASKS_EXTENSION: {}}},
+        f"{what} needs the tasks extension: declare extensions[{TASKS_EXTENSION!r}] in the "
+        "request's io.modelcontextprotocol/clientCapabilities.",
+    )
+
+
+class Tasks:
+    """The tasks extension of one server: the ``tasks/*`` methods and the
+    runner that turns a tool call into a task."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        spawn: Callable[[Callable[[], None]], None],
+        ttl_ms: int | None = 3_600_000,
+        poll_interval_ms: int | None = 1000,
+        clock: Callable[[], float] = time.time,
+        check_interval: float = 0.05,
+    ) -> None:
+        self.store = store
+        self.spawn = spawn
+        self.ttl_ms = ttl_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.clock = clock
+        #: How often a waiting or cancellable task reads its record (seconds).
+        self.check_interval = check_interval
+
+    def table(self) -> dict[str, Callable[[RequestInfo], dict[str, Any]]]:
+        return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}
+
+    # ------------------------------------------------------------------ methods
+
+    def _record(self, request: RequestInfo) -> TaskRecord:
+        if not declares_extension(request):
+            raise _missing_extension(request.method)
+        task_id = request.params.get("taskId")
+        if not isinstance(task_id, str):
+            raise InvalidParams(f"{request.method} needs params.taskId, the id from a CreateTaskResult.")
+        record = self.store.get(task_id)
+        if record is None or record.principal != request.principal:
+            raise InvalidParams(f"Unknown task {task_id!r} (never created here, or expired).")
+        return record
+
+    def get(self, request: RequestInfo) -> dict[str, Any]:
+        return self._record(request).detailed()
+
+    def update(self, request: RequestInfo) -> dict[str, Any]:
+        record = self._record(request)
+        responses = request.params.get("inputResponses")
+        if not isinstance(responses, dict):
+            raise InvalidParams("tasks/update needs params.inputResponses, answers keyed as in inputRequests.")
+        now = self.clock()
+
+        def take(current: TaskRecord) -> bool:
+            # Keys that are not outstanding (never asked, answered, superseded) are ignored.
+            answered = [k for k, v in responses.items() if k in current.input_requests and isinstance(v, dict)]
+            for key in answered:
+                current.answers[key] = responses[key]
+                del current.input_requests[key]
+            if current.status == INPUT_REQUIRED and not current.input_requests:
+                current.status = WORKING
+            current.updated_at = now
+            return bool(answered)
+
+        self.store.update(record.task_id, take)
+        return {}
+
+    def cancel(self, request: RequestInfo) -> dict[str, Any]:
+        """Cooperative: the tool stops at its next ``check_cancelled`` (or question);
+        the ack is the same for a task that already ended."""
+        record = self._record(request)
+
+        def flag(current: TaskRecord) -> bool:
+            if current.terminal or current.cancel_requested:
+                return False
+            current.cancel_requested = True
+            current.status_message = "Cancellation requested."
+            current.updated_at = self.clock()
+            return True
+
+        self.store.update(record.task_id, flag)
+        return {}
+
+    # ------------------------------------------------------------------ tool calls
+
+    def tool_call(
+        self,
+        request: RequestInfo,
+        tool: ToolEntry,
+        arguments: dict[str, Any],
+        shape: Callable[[ToolOutcome], dict[str, Any]],
+    ) -> Callable[[], ToolOutcome | dict[str, Any]]:
+        """How to run a call of a task tool: as a task when the request declares
+        the extension; an ordinary call when it does not (``-32021`` for a tool
+        whose task is required)."""
+        if not declares_extension(request):
+            if tool.task_support == "required":
+                raise _missing_extension(f"Tool {tool.name!r}")
+            return lambda: tool.invoke(arguments, request)
+        return lambda: self._run(request, tool, arguments, shape)
+
+    def _run(
+        self,
+        request: RequestInfo,
+        tool: ToolEntry,
+        arguments: dict[str, Any],
+        shape: Callable[[ToolOutcome], dict[str, Any]],
+    ) -> ToolOutcome | dict[str, Any]:
+        """Start the tool in the background; return once its task exists (the
+        ``CreateTaskResult``), or with what it did before starting one (an
+        outcome, or the ``InputRequired``/error it raised)."""
+        handle = TaskHandle(self, request)
+        job = replace(request, task=handle, is_cancelled=handle.is_cancelled, emit=handle.emit)
+
+        def work() -> None:
+            try:
+                outcome = tool.invoke(arguments, job)  # starts the task once the arguments are valid
+            except InvalidToolArguments as exc:
+                if not handle.started:
+                    handle.hand_over(exc)
+                    return
+                failure = shape(ToolOutcome([{"type": "text", "text": exc.message}], is_error=True))
+                handle.finish(lambda r: _settle(r, COMPLETED, None, result=failure))
+            except RequestCancelled as exc:
+                handle.end(exc, lambda r: _settle(r, CANCELLED, "Cancelled."))
+            except MCPError as exc:
+                message, error = exc.message, exc.to_error()
+                handle.end(exc, lambda r: _settle(r, FAILED, message, error=error))
+            except InputRequired as exc:  # asked before the task began: a multi round-trip answer
+                handle.end(exc, lambda r: _settle(r, FAILED, "Internal error.", error=_internal_error()))
+            except BaseException as exc:
+                if not isinstance(exc, StoreUnavailable):
+                    logger.exception("Task tool %r failed", tool.name)
+                handle.end(exc, lambda r: _settle(r, FAILED, "Internal error.", error=_internal_error()))
+            else:
+                if handle.started:
+                    result = shape(outcome)
+                    handle.finish(lambda r: _settle(r, COMPLETED, None, result=result))
+                else:
+                    handle.hand_over(outcome)
+
+        self.spawn(work)
+        return handle.wait_for_start()
+
+    def new_record(self, principal: str | None) -> TaskRecord:
+        now = self.clock()
+        return TaskRecord(
+            task_id=secrets.token_urlsafe(18),
+            principal=principal,
+            created_at=now,
+            updated_at=now,
+            ttl_ms=self.ttl_ms,
+            poll_interval_ms=self.poll_interval_ms,
+        )
+
+
+def _settle(record: TaskRecord, status: str, message: str | None, **fields: Any) -> bool:
+    """Move a task to a terminal status, unless it already ended."""
+    if record.terminal:
+        return False
+    record.status = status
+    record.status_message = message
+    record.input_requests = {}
+    for name, value in fields.items():
+        setattr(record, name, value)
+    return True
+
+
+def _internal_error() -> dict[str, Any]:
+    return InternalError("Internal error while running the task; see the server log.").to_error()
+
+
+class TaskHandle:
+    """One call running as a task: hands the request thread its first answer
+    (the ``CreateTaskResult``, or what happened before any task began), then
+    records the task's progress in the store."""
+
+    def __init__(self, tasks: Tasks, request: RequestInfo) -> None:
+        self.tasks = tasks
+        self.request = request
+        self.record: TaskRecord | None = None
+        self._handed: list[Any] = []
+        self._ready = threading.Event()
+        self._last_check = 0.0
+        self._cancelled = False
+
+    @property
+    def started(self) -> bool:
+        return self.record is not None
+
+    @property
+    def task_id(self) -> str | None:
+        return self.record.task_id if self.record is not None else None
+
+    # ------------------------------------------------------------------ hand-over
+
+    def start(self, status_message: str | None = None) -> None:
+        """Create the task (durably: any worker can read it once this returns)
+        and let the request answer with it; the call goes on in the background."""
+        if self.record is not None:
+            return
+        record = self.tasks.new_record(self.request.principal)
+        record.status_message = status_message
+        self.tasks.store.create(record)
+        self.record = record
+        # The core schema's CallToolResult requires ``content``; an empty list keeps
+        # this answer to tools/call valid for clients that check it against that
+        # schema (extra members are allowed in a CreateTaskResult).
+        self.hand_over({**record.created(), "content": []})
+
+    def hand_over(self, value: Any) -> None:
+        self._handed.append(value)
+        self._ready.set()
+
+    def wait_for_start(self) -> ToolOutcome | dict[str, Any]:
+        self._ready.wait()
+        value = self._handed[0]
+        if isinstance(value, BaseException):
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def end(self, exc: BaseException, settle: Callable[[TaskRecord], bool]) -> None:
+        """The tool stopped with ``exc``: the task's outcome, or (before any task)
+        the request's."""
+        if self.started:
+            self.finish(settle)
+        else:
+            self.hand_over(exc)
+
+    def finish(self, settle: Callable[[TaskRecord], bool]) -> None:
+        assert self.record is not None
+        now = self.tasks.clock()
+
+        def change(record: TaskRecord) -> bool:
+            record.updated_at = now
+            return settle(record)
+
+        try:
+            self.tasks.store.update(self.record.task_id, change)
+        except StoreUnavailable:
+            logger.exception("Could not record the end of task %s", self.record.task_id)
+
+    # ------------------------------------------------------------------ while running
+
+    def emit(self, message: dict[str, Any]) -> None:
+        """Notifications reach the client only before the task begins (progress and
+        logs are not delivered for tasks)."""
+        if not self.started:
+            self.request.emit(message)
+
+    def is_cancelled(self) -> bool:
+        if not self.started:
+            return self.request.is_cancelled()
+        if self._cancelled:
+            return True
+        now = time.monotonic()
+        if now - self._last_check >= self.tasks.check_interval:
+            self._last_check = now
+            record = self.read()
+            self._cancelled = record is None or record.cancel_requested
+        return self._cancelled
+
+    def read(self) -> TaskRecord | None:
+        assert self.record is not None
+        try:
+            return self.tasks.store.get(self.record.task_id)
+        except StoreUnavailable:
+            logger.warning("Task store unavailable while task %s runs", self.record.task_id)
+            return self.record
+
+    def set_status_message(self, message: str | None) -> None:
+        if self.record is None:
+            return
+        now = self.tasks.clock()
+
+        def change(record: TaskRecord) -> bool:
+            if record.terminal:
+                return False
+            record.status_message = message
+            record.updated_at = now
+            return True
+
+        self.tasks.store.update(self.record.task_id, change)
+
+    def ask(self, questions: list[InputRequest]) -> list[Any]:
+        """Park the task in ``input_required`` with these questions and wait
+        (until cancelled or expired) for ``tasks/update`` to bring every answer,
+        from whichever worker it reached."""
+        assert self.record is not None
+        task_id = self.record.task_id
+        asked: dict[str, InputRequest] = {}
+
+        def park(record: TaskRecord) -> bool:
+            asked.clear()
+            for question in questions:
+                key, n = question.key, 1
+                while key in record.asked or key in asked:  # keys are unique over the task's life
+                    n += 1
+                    key = f"{question.key}-{n}"
+                asked[key] = question
+            record.asked.extend(asked)
+            record.input_requests.update({k: q.to_wire() for k, q in asked.items()})
+            record.status = INPUT_REQUIRED
+            record.updated_at = self.tasks.clock()
+            return True
+
+        if self.tasks.store.update(task_id, park) is None:
+            raise RequestCancelled()
+        keys = list(asked)
+        while True:
+            record = self.tasks.store.get(task_id)
+            if record is None or record.cancel_requested:
+                self._cancelled = True
+                raise RequestCancelled()
+            if all(k in record.answers for k in keys):
+                answers = [record.answers[k] for k in keys]
+
+                def consume(current: TaskRecord) -> bool:
+                    for key in keys:
+                        current.answers.pop(key, None)
+                    return True
+
+                self.tasks.store.update(task_id, consume)
+                return answers
+            time.sleep(self.tasks.check_interval)
