@@ -1,0 +1,218 @@
+"""One contract for the task store of every backend that keeps tasks (memory,
+SQLite, Redis): records read back whole, updates are atomic against other
+threads and processes, and a record is gone once its TTL has passed.
+Everything is real: SQLite files, the Redis server on 127.0.0.1:6379."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from cachelib import SimpleCache
+
+from flask_mcp.backends.base import open_backend
+from flask_mcp.backends.memory import MemoryTaskStore
+from flask_mcp.backends.redis import RedisTaskStore, client_from_url
+from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
+from flask_mcp.protocol.tasks import TaskRecord, TaskStore
+
+REDIS_URL = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Case:
+    name: str
+    store: TaskStore
+    clock: FakeClock | None  # None: Redis expires keys on its own clock
+    child_setup: str | None = None
+    redis_client: redis.Redis | None = None
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    clock = FakeClock()
+    if request.param == "memory":
+        yield Case("memory", MemoryTaskStore(clock=clock), clock)
+    elif request.param == "sqlite":
+        database = SqliteDatabase(str(tmp_path / "tasks.sqlite3"))
+        setup = (
+            "from flask_mcp.backends.sqlite import SqliteTaskStore\n"
+            f"store = SqliteTaskStore({database.path!r})\n"
+        )
+        yield Case("sqlite", SqliteTaskStore(database, clock=clock), clock, setup)
+    else:
+        client = client_from_url(REDIS_URL)
+        try:
+            client.ping()
+        except redis.exceptions.RedisError as exc:
+            client.close()
+            if os.environ.get("CI"):
+                pytest.fail(f"Redis at {REDIS_URL} is unreachable ({exc})")
+            pytest.skip(f"Redis at {REDIS_URL} is unreachable ({exc})")
+        prefix = f"flask-mcp-test:{uuid.uuid4().hex}:task:"
+        setup = (
+            "from flask_mcp.backends.redis import RedisTaskStore, client_from_url\n"
+            f"store = RedisTaskStore(client_from_url({REDIS_URL!r}), key_prefix={prefix!r})\n"
+        )
+        try:
+            yield Case("redis", RedisTaskStore(client, key_prefix=prefix), None, setup, client)
+        finally:
+            keys = list(client.scan_iter(match=prefix + "*"))
+            if keys:
+                client.delete(*keys)
+            client.close()
+
+
+def full_record(ttl_ms: int | None = 60_000) -> TaskRecord:
+    now = time.time()
+    return TaskRecord(
+        task_id=uuid.uuid4().hex,
+        principal="alice",
+        status="input_required",
+        status_message="Waiting for ünïcode",
+        created_at=now,
+        updated_at=now + 0.5,
+        ttl_ms=ttl_ms,
+        poll_interval_ms=250,
+        input_requests={"k": {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {}}}},
+        answers={"j": {"action": "accept", "content": {"n": [1, 2.5, None, True]}}},
+        asked=["j", "k"],
+        result=None,
+        error={"code": -32603, "message": "earlier"},
+        cancel_requested=True,
+    )
+
+
+def test_a_created_record_reads_back_with_every_field(case: Case) -> None:
+    record = full_record()
+    case.store.create(record)
+    assert case.store.get(record.task_id) == record
+
+
+def test_an_unknown_task_reads_as_none_and_is_not_updated(case: Case) -> None:
+    assert case.store.get("never-created") is None
+    assert case.store.update("never-created", lambda r: True) is None
+    assert case.store.get("never-created") is None
+
+
+def test_an_update_is_stored_and_returned_and_a_declined_one_is_not(case: Case) -> None:
+    record = full_record()
+    case.store.create(record)
+
+    def complete(current: TaskRecord) -> bool:
+        current.status, current.result = "completed", {"content": []}
+        return True
+
+    changed = case.store.update(record.task_id, complete)
+    assert changed is not None and changed.status == "completed"
+    assert case.store.get(record.task_id) == changed
+
+    def decline(current: TaskRecord) -> bool:
+        current.status = "failed"
+        return False
+
+    case.store.update(record.task_id, decline)
+    stored = case.store.get(record.task_id)
+    assert stored is not None and stored.status == "completed"
+
+
+def test_concurrent_updates_from_threads_are_all_applied(case: Case) -> None:
+    record = full_record()
+    record.asked = []
+    case.store.create(record)
+
+    def add(n: int) -> None:
+        for i in range(15):
+            case.store.update(record.task_id, lambda r, key=f"{n}-{i}": r.asked.append(key) is None)
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    stored = case.store.get(record.task_id)
+    assert stored is not None and len(stored.asked) == 60 and len(set(stored.asked)) == 60
+
+
+def test_updates_from_another_process_interleave_without_losing_any(case: Case) -> None:
+    if case.child_setup is None:
+        pytest.skip("this store lives in one process")
+    record = full_record()
+    record.asked = []
+    case.store.create(record)
+    code = case.child_setup + (
+        f"for i in range(30):\n"
+        f"    store.update({record.task_id!r}, lambda r, i=i: r.asked.append(f'child-{{i}}') is None)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    for i in range(30):
+        case.store.update(record.task_id, lambda r, i=i: r.asked.append(f"parent-{i}") is None)
+    assert child.wait(timeout=30) == 0
+    stored = case.store.get(record.task_id)
+    assert stored is not None and len(stored.asked) == 60
+
+
+def test_a_record_is_gone_once_its_ttl_has_passed(case: Case) -> None:
+    if case.clock is None:
+        pytest.skip("Redis expires keys on its own clock (see the next test)")
+    record = full_record(ttl_ms=10_000)
+    case.store.create(record)
+    case.clock.now = record.created_at + 9.9
+    assert case.store.get(record.task_id) is not None
+    case.clock.now = record.created_at + 10.1
+    assert case.store.get(record.task_id) is None
+    assert case.store.update(record.task_id, lambda r: True) is None
+
+
+def test_redis_gives_the_key_the_task_ttl_and_updates_keep_it(case: Case) -> None:
+    if case.redis_client is None:
+        pytest.skip("Redis only")
+    assert isinstance(case.store, RedisTaskStore)
+    record = full_record(ttl_ms=60_000)
+    case.store.create(record)
+    key = case.store.key_prefix + record.task_id
+    assert 0 < case.redis_client.pttl(key) <= 60_000
+    case.store.update(record.task_id, lambda r: setattr(r, "status", "working") is None)
+    assert 0 < case.redis_client.pttl(key) <= 60_000
+
+
+def test_a_record_without_ttl_never_expires(case: Case) -> None:
+    record = full_record(ttl_ms=None)
+    case.store.create(record)
+    if case.clock is not None:
+        case.clock.now += 10 * 365 * 86400
+    else:
+        assert case.redis_client is not None
+        assert case.redis_client.pttl(case.store.key_prefix + record.task_id) == -1  # type: ignore[attr-defined]
+    assert case.store.get(record.task_id) == record
+
+
+@pytest.mark.parametrize("uri", ["memory://", "sqlite://", REDIS_URL])
+def test_open_backend_gives_a_task_store_with_every_backend_that_can_keep_tasks(tmp_path: Path, uri: str) -> None:
+    backend = open_backend(uri, timeout=60, instance_path=str(tmp_path))
+    try:
+        assert backend.tasks is not None
+    finally:
+        backend.close()
+
+
+def test_a_cachelib_cache_keeps_no_tasks(tmp_path: Path) -> None:
+    assert open_backend(SimpleCache(), timeout=60, instance_path=str(tmp_path)).tasks is None
