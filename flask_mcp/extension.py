@@ -30,7 +30,7 @@ from .protocol.tasks import Tasks
 from .ratelimit import RateLimits
 from .streaming import StreamOptions
 from .surface import ServerSurface
-from .tasks import in_background
+from .tasks import in_background, watch
 from .tools import Tool, ToolRegistry
 from .verifiers import verifier_from_settings
 
@@ -303,12 +303,13 @@ def _tasks(backend: Backend, settings: Settings) -> Tasks | None:
     if backend.tasks is None:
         return None
     ttl = settings.task_ttl
-    return Tasks(
+    return watch(Tasks(
         backend.tasks,
         spawn=in_background,
         ttl_ms=None if ttl is None else round(ttl * 1000),
         poll_interval_ms=settings.task_poll_interval_ms,
-    )
+        bus=backend.bus,
+    ))
 
 
 def _request_state_key() -> bytes:

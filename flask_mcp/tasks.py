@@ -3,10 +3,17 @@ side is :mod:`flask_mcp.protocol.tasks`)."""
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from collections.abc import Callable
 
 from flask import copy_current_request_context, current_app, has_request_context
+
+from .protocol.tasks import Tasks
+
+#: Every app's tasks in this process, failed as the process exits (see :func:`watch`).
+_WATCHED: weakref.WeakSet[Tasks] = weakref.WeakSet()
 
 
 def in_background(work: Callable[[], None]) -> None:
@@ -23,3 +30,16 @@ def in_background(work: Callable[[], None]) -> None:
                 work()
 
     threading.Thread(target=target, name="flask-mcp-task", daemon=True).start()
+
+
+def watch(tasks: Tasks) -> Tasks:
+    """Fail ``tasks`` still running when this process exits (a gunicorn worker
+    stopping or restarting): their threads end with it."""
+    _WATCHED.add(tasks)
+    return tasks
+
+
+@atexit.register
+def _abandon_all() -> None:
+    for tasks in list(_WATCHED):
+        tasks.abandon_running()

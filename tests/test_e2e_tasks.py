@@ -7,6 +7,7 @@ tests/test_e2e_streaming.py). Loopback only; servers are stopped by their PID.
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 from conftest import GunicornServer, validate_message
 from test_e2e_streaming import MODERN, MODERN_META, Cluster, PinnedConnection, backend_uri, pin, warm_up
+
+from flask_mcp.backends.sqlite import SqliteTaskStore
 
 pytestmark = pytest.mark.e2e
 
@@ -130,3 +133,20 @@ def test_a_task_that_finishes_is_kept_for_its_ttl_and_reads_the_same_on_both_wor
         accepting.close()
         other.close()
 
+
+
+def test_a_task_whose_worker_stops_is_failed_not_left_working(tmp_path_factory: pytest.TempPathFactory) -> None:
+    folder = tmp_path_factory.mktemp("stopping")
+    database = folder / "tasks.sqlite3"
+    server = GunicornServer("tests.tasks_app:app", workers=1, threads=4,
+                            env={"FLASK_MCP_BACKEND": f"sqlite:///{database}"})
+    try:
+        connection = PinnedConnection(http.client.HTTPConnection("127.0.0.1", server.port, timeout=10))
+        task_id = call(connection, "tools/call", {"name": "tasked", "arguments": {"seconds": 60}}, "doomed")["taskId"]
+        wait_for(connection, task_id, {"working"})
+        connection.close()
+    finally:
+        server.stop()  # SIGTERM: the worker exits gracefully, its task threads with it
+    record = SqliteTaskStore(str(database)).get(task_id)
+    assert record is not None and record.status == "failed", record
+    assert record.error is not None and "stopped" in record.error["message"]

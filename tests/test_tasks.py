@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 from conftest import ALL_VERSIONS, connect
 from flask import Flask, g, request
+from test_subscriptions import SUB_KEY, _messages, _next_notification, _open
 
 from flask_mcp import MCP, Context, MCPError, ToolError
 from flask_mcp.backends.base import Backend
 from flask_mcp.backends.memory import MemoryMessageBus, MemorySessionStore, MemoryTaskStore
 from flask_mcp.protocol.features import RequestInfo
-from flask_mcp.protocol.tasks import TaskRecord, Tasks
+from flask_mcp.protocol.subscriptions import TASK_STATUS, Listen
+from flask_mcp.protocol.tasks import TaskRecord, Tasks, task_event
 from flask_mcp.protocol.versions import REVISIONS
 from flask_mcp.testing import MCPTestClient
 
@@ -476,3 +478,67 @@ def test_task_records_round_trip_through_their_dict_form() -> None:
     assert TaskRecord.from_dict({**record.to_dict(), "unknown": 1}) == record
     assert record.detailed()["inputRequests"] == {"k": {"method": "roots/list"}}
     assert record.created()["resultType"] == "task"
+
+
+# ---------------------------------------------------------------------- notifications/tasks
+
+
+def test_a_listen_stream_naming_a_task_hears_each_of_its_changes(make_client: MakeClient, app: Flask) -> None:
+    client = tasks_client(make_client, app)
+    task_id = client.call_tool("ask_two").result["taskId"]
+    wait_for(client, task_id, {"input_required"})
+    http = _open(client, {"taskIds": [task_id, "someone-elses"]}, request_id=5)
+    try:
+        stream = _messages(http)
+        ack = _next_notification(stream)
+        assert ack is not None and ack["params"]["notifications"] == {"taskIds": [task_id, "someone-elses"]}
+        client.update_task(task_id, {"name": {"action": "decline"}, "other": {"action": "decline"}})
+        notes = [_next_notification(stream), _next_notification(stream)]
+        assert [n["params"]["status"] for n in notes if n] == ["working", "input_required"]
+        asking = notes[1]
+        assert asking is not None and asking["method"] == "notifications/tasks"
+        assert asking["params"]["taskId"] == task_id and list(asking["params"]["inputRequests"]) == ["name-2"]
+        assert asking["params"]["_meta"] == {SUB_KEY: 5}
+        assert_task_shape(asking["params"])
+        client.update_task(task_id, {"name-2": {"action": "decline"}})
+        notes = [_next_notification(stream), _next_notification(stream)]
+        assert [n["params"]["status"] for n in notes if n] == ["working", "completed"]
+        done = notes[1]
+        assert done is not None
+        assert done["params"]["result"]["content"] == [{"type": "text", "text": "decline / decline / decline"}]
+        got = client.get_task(task_id).result
+        assert done["params"] == {**{k: v for k, v in got.items() if k != "resultType"}, "_meta": {SUB_KEY: 5}}
+    finally:
+        http.close()
+
+
+def test_task_notifications_need_the_extension(make_client: MakeClient, app: Flask) -> None:
+    client = tasks_client(make_client, app, {})
+    response = client.request("subscriptions/listen", {"notifications": {"taskIds": ["t"]}})
+    assert (response.status_code, response.error["code"]) == (400, -32021)
+    assert response.error["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+
+
+def test_a_listen_stream_hears_only_its_own_principals_tasks() -> None:
+    record = TaskRecord("t1", "alice", "working", None, 1.0, 1.0, None, None)
+    listen = Listen.from_request("l", {"notifications": {"taskIds": ["t1"]}}, frozenset({TASK_STATUS}),
+                                 principal="alice", client_capabilities={"extensions": {TASKS: {}}})
+    assert listen.notification_for(task_event(record))["params"]["taskId"] == "t1"  # type: ignore[index]
+    record.principal = "mallory"
+    assert listen.notification_for(task_event(record)) is None
+    unoffered = Listen.from_request("l", {"notifications": {"taskIds": ["t1"]}}, frozenset(),
+                                    client_capabilities={"extensions": {TASKS: {}}})
+    assert unoffered.task_ids == () and "taskIds" not in unoffered.acknowledgement()["params"]["notifications"]
+
+
+def test_tasks_still_running_when_the_process_exits_are_failed(make_client: MakeClient, app: Flask) -> None:
+    client = tasks_client(make_client, app)
+    running = client.call_tool("wait").result["taskId"]
+    finished = client.call_tool("must_be_task", {"n": 1}).result["taskId"]
+    wait_for(client, finished, TERMINAL)
+    tasks = app.extensions["mcp"].server.methods.tasks
+    assert tasks.abandon_running() == 1  # what the exit hook does
+    failed = client.get_task(running).result
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == -32603 and "stopped" in failed["error"]["message"]
+    assert client.get_task(finished).result["status"] == "completed"

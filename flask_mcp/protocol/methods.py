@@ -21,7 +21,7 @@ from .resource_methods import ResourceMethods
 from .rounds import Interim, RoundTrips
 from .session import SessionStore
 from .shaping import block_for
-from .subscriptions import RESOURCE_UPDATES
+from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
 from .tasks import TASKS_EXTENSION, Tasks
 from .versions import SUPPORTED_VERSIONS, Revision
 
@@ -118,6 +118,8 @@ class Methods:
         kinds = {kind for kind in ("tools", "prompts", "resources") if caps.get(kind, {}).get("listChanged")}
         if caps.get("resources", {}).get("subscribe"):
             kinds.add(RESOURCE_UPDATES)
+        if revision.stateless and self._offers_tasks() and self.list_changed:
+            kinds.add(TASK_STATUS)  # notifications/tasks, for the taskIds a stream names
         return frozenset(kinds)
 
     def _instructions_for(self, request: RequestInfo) -> str | None:

@@ -227,7 +227,10 @@ class Server:
             error = MethodNotFound("This server sends no change notifications (subscriptions/listen).")
             return self._error_reply(message.id, error, request.revision.method_not_found_status)
         try:
-            listen = Listen.from_request(message.id, message.params, offered)
+            listen = Listen.from_request(
+                message.id, message.params, offered,
+                principal=request.principal, client_capabilities=request.client_capabilities,
+            )
         except MCPError as exc:
             return self._error_reply(message.id, exc, exc.http_status or 200)
         return Reply(200, listen=listen)

@@ -7,13 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidParams
+from .errors import InvalidParams, MissingClientCapability
 from .jsonrpc import RequestId
+from .tasks import TASKS_EXTENSION, extension_declared
 
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 
 #: In an offer: this server delivers ``notifications/resources/updated``.
 RESOURCE_UPDATES = "resource_updates"
+#: In an offer: this server delivers ``notifications/tasks`` (the tasks extension).
+TASK_STATUS = "task_status"
 
 #: Filter flag -> (event kind, notification method).
 LIST_FLAGS = {
@@ -40,9 +43,21 @@ class Listen:
     subscription_id: RequestId
     kinds: frozenset[str]
     resource_uris: tuple[str, ...]
+    #: Tasks whose ``notifications/tasks`` this stream gets (the tasks extension).
+    task_ids: tuple[str, ...] = ()
+    #: Who opened the stream: only that caller's tasks are reported.
+    principal: str | None = None
 
     @classmethod
-    def from_request(cls, request_id: RequestId, params: dict[str, Any], offered: frozenset[str]) -> Listen:
+    def from_request(
+        cls,
+        request_id: RequestId,
+        params: dict[str, Any],
+        offered: frozenset[str],
+        *,
+        principal: str | None = None,
+        client_capabilities: dict[str, Any] | None = None,
+    ) -> Listen:
         wanted = params.get("notifications")
         if not isinstance(wanted, dict):
             raise InvalidParams('subscriptions/listen needs params.notifications, e.g. {"toolsListChanged": true}.')
@@ -51,7 +66,8 @@ class Listen:
         if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
             raise InvalidParams("params.notifications.resourceSubscriptions must be a list of URIs.")
         honoured_uris = tuple(uris) if RESOURCE_UPDATES in offered else ()
-        return cls(request_id, kinds & offered, honoured_uris)
+        return cls(request_id, kinds & offered, honoured_uris, _task_ids(wanted, offered, client_capabilities),
+                   principal)
 
     def _meta(self) -> dict[str, Any]:
         return {SUBSCRIPTION_ID_KEY: self.subscription_id}
@@ -61,6 +77,8 @@ class Listen:
         honoured: dict[str, Any] = {flag: True for flag, (kind, _) in LIST_FLAGS.items() if kind in self.kinds}
         if self.resource_uris:
             honoured["resourceSubscriptions"] = list(self.resource_uris)
+        if self.task_ids:
+            honoured["taskIds"] = list(self.task_ids)
         return {
             "jsonrpc": "2.0",
             "method": "notifications/subscriptions/acknowledged",
@@ -74,6 +92,12 @@ class Listen:
             for kind, method in LIST_FLAGS.values():
                 if kind == event.get("kind") and kind in self.kinds:
                     return {"jsonrpc": "2.0", "method": method, "params": {"_meta": self._meta()}}
+            return None
+        if event.get("type") == "task":
+            task = event.get("task")
+            mine = event.get("principal") == self.principal
+            if isinstance(task, dict) and task.get("taskId") in self.task_ids and mine:
+                return {"jsonrpc": "2.0", "method": "notifications/tasks", "params": {**task, "_meta": self._meta()}}
             return None
         uri = event.get("uri")
         if event.get("type") == "resource_updated" and isinstance(uri, str) and self._watches(uri):
@@ -95,3 +119,20 @@ class Listen:
             "id": self.subscription_id,
             "result": {"resultType": "complete", "_meta": self._meta()},
         }
+
+
+def _task_ids(wanted: dict[str, Any], offered: frozenset[str], capabilities: dict[str, Any] | None) -> tuple[str, ...]:
+    """The ``taskIds`` a stream asked for and will get: only from a request that
+    declares the tasks extension (``-32021`` otherwise), and only where tasks are offered."""
+    task_ids = wanted.get("taskIds")
+    if task_ids is None:
+        return ()
+    if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+        raise InvalidParams("params.notifications.taskIds must be a list of task ids.")
+    if task_ids and not extension_declared(capabilities or {}):
+        raise MissingClientCapability(
+            {"extensions": {TASKS_EXTENSION: {}}},
+            "Task notifications need the tasks extension: declare extensions"
+            f"[{TASKS_EXTENSION!r}] in the request's io.modelcontextprotocol/clientCapabilities.",
+        )
+    return tuple(dict.fromkeys(task_ids)) if TASK_STATUS in offered else ()

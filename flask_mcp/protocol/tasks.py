@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from .bus import EVENTS_CHANNEL, MessageBus
 from .errors import InternalError, InvalidParams, MCPError, MissingClientCapability
 from .features import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
 from .mrtr import InputRequest, InputRequired
@@ -139,10 +140,20 @@ class TaskStore(Protocol):
         the result unless it returns ``False``; ``None`` when unknown or expired."""
 
 
-def declares_extension(request: RequestInfo) -> bool:
-    """Whether this request's client capabilities name the tasks extension."""
-    extensions = request.client_capabilities.get("extensions")
+def extension_declared(client_capabilities: dict[str, Any]) -> bool:
+    """Whether these client capabilities name the tasks extension."""
+    extensions = client_capabilities.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def declares_extension(request: RequestInfo) -> bool:
+    return extension_declared(request.client_capabilities)
+
+
+def task_event(record: TaskRecord) -> dict[str, Any]:
+    """The bus message carrying a task's new state (its ``DetailedTask``) to the
+    listen streams of its owner that named it (``taskIds``)."""
+    return {"type": "task", "task": record.detailed(), "principal": record.principal}
 
 
 def _missing_extension(what: str) -> MissingClientCapability:
@@ -166,17 +177,41 @@ class Tasks:
         poll_interval_ms: int | None = 1000,
         clock: Callable[[], float] = time.time,
         check_interval: float = 0.05,
+        bus: MessageBus | None = None,
     ) -> None:
         self.store = store
         self.spawn = spawn
+        #: Carries each change to the listen streams that follow the task (``None``: no push).
+        self.bus = bus
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.clock = clock
         #: How often a waiting or cancellable task reads its record (seconds).
         self.check_interval = check_interval
+        #: The tasks of this process whose tool is still running.
+        self._running: set[TaskHandle] = set()
+        self._running_lock = threading.Lock()
 
     def table(self) -> dict[str, Callable[[RequestInfo], dict[str, Any]]]:
         return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}
+
+    def change(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
+        """Update a task in the store and, when it changed, tell the listen streams
+        following it (``notifications/tasks``) through the bus."""
+        changed = False
+
+        def tracked(record: TaskRecord) -> bool:
+            nonlocal changed
+            changed = change(record)
+            return changed
+
+        record = self.store.update(task_id, tracked)
+        if record is not None and changed and self.bus is not None:
+            try:
+                self.bus.publish(EVENTS_CHANNEL, task_event(record))
+            except StoreUnavailable:
+                logger.warning("Could not announce the change of task %s: the bus is unavailable", task_id)
+        return record
 
     # ------------------------------------------------------------------ methods
 
@@ -212,7 +247,7 @@ class Tasks:
             current.updated_at = now
             return bool(answered)
 
-        self.store.update(record.task_id, take)
+        self.change(record.task_id, take)
         return {}
 
     def cancel(self, request: RequestInfo) -> dict[str, Any]:
@@ -228,7 +263,7 @@ class Tasks:
             current.updated_at = self.clock()
             return True
 
-        self.store.update(record.task_id, flag)
+        self.change(record.task_id, flag)
         return {}
 
     # ------------------------------------------------------------------ tool calls
@@ -292,6 +327,29 @@ class Tasks:
         self.spawn(work)
         return handle.wait_for_start()
 
+    def abandon_running(self, reason: str = "The server process running this task stopped.") -> int:
+        """Fail every task whose tool still runs in this process (called as the
+        process exits: its threads die with it, and the tasks would otherwise stay
+        ``working`` until their TTL). Returns how many were failed."""
+        with self._running_lock:
+            handles = list(self._running)
+        error = InternalError(reason).to_error()
+        failed = 0
+        for handle in handles:
+            try:
+                handle.finish(lambda r: _settle(r, FAILED, reason, error=error))
+                failed += 1
+            except StoreUnavailable:
+                logger.warning("Could not fail task %s: the store is unavailable", handle.task_id)
+        return failed
+
+    def _track(self, handle: TaskHandle, running: bool) -> None:
+        with self._running_lock:
+            if running:
+                self._running.add(handle)
+            else:
+                self._running.discard(handle)
+
     def new_record(self, principal: str | None) -> TaskRecord:
         now = self.clock()
         return TaskRecord(
@@ -353,6 +411,7 @@ class TaskHandle:
         record.status_message = status_message
         self.tasks.store.create(record)
         self.record = record
+        self.tasks._track(self, True)
         # The core schema's CallToolResult requires ``content``; an empty list keeps
         # this answer to tools/call valid for clients that check it against that
         # schema (extra members are allowed in a CreateTaskResult).
@@ -379,6 +438,7 @@ class TaskHandle:
 
     def finish(self, settle: Callable[[TaskRecord], bool]) -> None:
         assert self.record is not None
+        self.tasks._track(self, False)
         now = self.tasks.clock()
 
         def change(record: TaskRecord) -> bool:
@@ -386,7 +446,7 @@ class TaskHandle:
             return settle(record)
 
         try:
-            self.tasks.store.update(self.record.task_id, change)
+            self.tasks.change(self.record.task_id, change)
         except StoreUnavailable:
             logger.exception("Could not record the end of task %s", self.record.task_id)
 
@@ -430,7 +490,7 @@ class TaskHandle:
             record.updated_at = now
             return True
 
-        self.tasks.store.update(self.record.task_id, change)
+        self.tasks.change(self.record.task_id, change)
 
     def ask(self, questions: list[InputRequest]) -> list[Any]:
         """Park the task in ``input_required`` with these questions and wait
@@ -454,7 +514,7 @@ class TaskHandle:
             record.updated_at = self.tasks.clock()
             return True
 
-        if self.tasks.store.update(task_id, park) is None:
+        if self.tasks.change(task_id, park) is None:
             raise RequestCancelled()
         keys = list(asked)
         while True:
@@ -470,6 +530,6 @@ class TaskHandle:
                         current.answers.pop(key, None)
                     return True
 
-                self.tasks.store.update(task_id, consume)
+                self.tasks.store.update(task_id, consume)  # nothing a client sees changes
                 return answers
             time.sleep(self.tasks.check_interval)
