@@ -21,7 +21,7 @@ from .errors import ToolError
 from .protocol.bus import reply_channel
 from .protocol.errors import MissingClientCapability
 from .protocol.features import RequestCancelled, RequestInfo
-from .protocol.mrtr import CAPABILITY_OF, InputRequest, InputRequired
+from .protocol.mrtr import CAPABILITY_OF, InputRequest, InputRequired, well_formed
 
 #: How often a waiting call looks for a cancellation (seconds).
 _POLL = 0.25
@@ -125,15 +125,10 @@ def _new_id() -> str:
 
 def answer_of(question: InputRequest, raw: Any) -> Any:
     """The usable answer to one question, or ``None`` when it is missing or malformed."""
-    if not isinstance(raw, dict):
+    if not well_formed(question.method, raw):
         return None
     if question.method == "elicitation/create":
-        action = raw.get("action")
-        content = raw.get("content")
-        if action not in ("accept", "decline", "cancel") or (content is not None and not isinstance(content, dict)):
-            return None
-        return ElicitResult(action, content)
+        return ElicitResult(raw["action"], raw.get("content"))
     if question.method == "sampling/createMessage":
-        return raw if isinstance(raw.get("content"), (dict, list)) else None
-    roots = raw.get("roots")
-    return roots if isinstance(roots, list) else None
+        return raw
+    return raw["roots"]

@@ -16,10 +16,11 @@ from .protocol.tasks import Tasks
 _WATCHED: weakref.WeakSet[Tasks] = weakref.WeakSet()
 
 
-def in_background(work: Callable[[], None]) -> None:
+def in_background(work: Callable[[], None]) -> Callable[[], bool]:
     """Run ``work`` in a daemon thread of this worker, inside a copy of the
     current request's context (so ``current_app``, ``request`` and the app's
-    extensions work in the tool as they do in a call answered at once)."""
+    extensions work in the tool as they do in a call answered at once).
+    Returns whether the thread still runs."""
     if has_request_context():
         target = copy_current_request_context(work)
     else:
@@ -29,7 +30,9 @@ def in_background(work: Callable[[], None]) -> None:
             with app.app_context():
                 work()
 
-    threading.Thread(target=target, name="flask-mcp-task", daemon=True).start()
+    thread = threading.Thread(target=target, name="flask-mcp-task", daemon=True)
+    thread.start()
+    return thread.is_alive
 
 
 def watch(tasks: Tasks) -> Tasks:

@@ -27,6 +27,7 @@ from flask_mcp.protocol.subscriptions import TASK_STATUS, Listen
 from flask_mcp.protocol.tasks import TaskRecord, Tasks, task_event
 from flask_mcp.protocol.versions import REVISIONS
 from flask_mcp.testing import MCPTestClient
+from flask_mcp.tools import Tool
 
 MakeClient = Callable[..., MCPTestClient]
 TASKS = "io.modelcontextprotocol/tasks"
@@ -359,6 +360,8 @@ def test_questions_park_the_task_and_partial_answers_leave_the_rest(make_client:
     assert ack["resultType"] == "complete" and "status" not in ack
     partial = client.get_task(task_id).result
     assert partial["status"] == "input_required" and set(partial["inputRequests"]) == {"other"}
+    client.update_task(task_id, {"other": {"action": "maybe"}})  # malformed: ignored, still asked
+    assert set(client.get_task(task_id).result["inputRequests"]) == {"other"}
     client.update_task(task_id, {"other": {"action": "decline"}})
     # The tool asks again under the same name: a key is never reused within a task.
     again = wait_for(client, task_id, {"input_required"})
@@ -426,7 +429,7 @@ def test_a_task_is_forgotten_after_its_ttl(make_client: MakeClient, clock: FakeC
 
 def test_a_task_belongs_to_the_principal_that_created_it() -> None:
     store = MemoryTaskStore()
-    tasks = Tasks(store, spawn=lambda work: work())
+    tasks = Tasks(store, spawn=lambda work: threading.Thread(target=work).is_alive)  # never started
     record = tasks.new_record("alice")
     store.create(record)
 
@@ -542,3 +545,14 @@ def test_tasks_still_running_when_the_process_exits_are_failed(make_client: Make
     assert failed["status"] == "failed"
     assert failed["error"]["code"] == -32603 and "stopped" in failed["error"]["message"]
     assert client.get_task(finished).result["status"] == "completed"
+
+
+def test_a_call_whose_thread_never_answers_is_an_internal_error() -> None:
+    tasks = Tasks(MemoryTaskStore(), spawn=lambda work: threading.Thread(target=work).is_alive)  # never started
+    tool = Tool.from_function(lambda: "never", name="never", task="required")
+    request = RequestInfo(REVISIONS["2026-07-28"], "tools/call", {"name": "never"}, {},
+                          client_capabilities={"extensions": {TASKS: {}}})
+    call = tasks.tool_call(request, tool, {}, lambda outcome: {})
+    with pytest.raises(MCPError) as failed:
+        call()
+    assert failed.value.code == -32603

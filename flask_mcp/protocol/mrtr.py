@@ -48,6 +48,20 @@ class InputRequest:
         return request
 
 
+def well_formed(method: str, answer: Any) -> bool:
+    """Whether ``answer`` has the shape of a client's answer to a ``method`` request
+    (an ``ElicitResult``, a ``CreateMessageResult``, a ``ListRootsResult``)."""
+    if not isinstance(answer, dict):
+        return False
+    if method == "elicitation/create":
+        content = answer.get("content")
+        actions = ("accept", "decline", "cancel")
+        return answer.get("action") in actions and (content is None or isinstance(content, dict))
+    if method == "sampling/createMessage":
+        return isinstance(answer.get("content"), (dict, list))
+    return method == "roots/list" and isinstance(answer.get("roots"), list)
+
+
 class InputRequired(BaseException):
     """Raised inside a tool when answers are missing; the core turns it into an
     ``input_required`` result. A ``BaseException``, like ``GeneratorExit``, so

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from .bus import EVENTS_CHANNEL, MessageBus
 from .errors import InternalError, InvalidParams, MCPError, MissingClientCapability
 from .features import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
-from .mrtr import InputRequest, InputRequired
+from .mrtr import InputRequest, InputRequired, well_formed
 from .session import StoreUnavailable
 
 logger = logging.getLogger("flask_mcp")
@@ -172,7 +172,7 @@ class Tasks:
         self,
         store: TaskStore,
         *,
-        spawn: Callable[[Callable[[], None]], None],
+        spawn: Callable[[Callable[[], None]], Callable[[], bool]],
         ttl_ms: int | None = 3_600_000,
         poll_interval_ms: int | None = 1000,
         clock: Callable[[], float] = time.time,
@@ -237,8 +237,12 @@ class Tasks:
         now = self.clock()
 
         def take(current: TaskRecord) -> bool:
-            # Keys that are not outstanding (never asked, answered, superseded) are ignored.
-            answered = [k for k, v in responses.items() if k in current.input_requests and isinstance(v, dict)]
+            # Keys that are not outstanding (never asked, answered, superseded) are ignored,
+            # and so are malformed answers (the question stays open).
+            outstanding = current.input_requests
+            answered = [
+                k for k, v in responses.items() if k in outstanding and well_formed(outstanding[k].get("method"), v)
+            ]
             for key in answered:
                 current.answers[key] = responses[key]
                 del current.input_requests[key]
@@ -324,8 +328,8 @@ class Tasks:
                 else:
                     handle.hand_over(outcome)
 
-        self.spawn(work)
-        return handle.wait_for_start()
+        alive = self.spawn(work)
+        return handle.wait_for_start(alive)
 
     def abandon_running(self, reason: str = "The server process running this task stopped.") -> int:
         """Fail every task whose tool still runs in this process (called as the
@@ -421,8 +425,11 @@ class TaskHandle:
         self._handed.append(value)
         self._ready.set()
 
-    def wait_for_start(self) -> ToolOutcome | dict[str, Any]:
-        self._ready.wait()
+    def wait_for_start(self, alive: Callable[[], bool]) -> ToolOutcome | dict[str, Any]:
+        """What the request answers: waits as long as the tool's thread runs."""
+        while not self._ready.wait(0.5):
+            if not alive() and not self._ready.is_set():
+                raise InternalError("The tool's thread ended without an answer; see the server log.")
         value = self._handed[0]
         if isinstance(value, BaseException):
             raise value
