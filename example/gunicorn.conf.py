@@ -24,4 +24,8 @@ workers = 2
 threads = 16
 timeout = 120
 graceful_timeout = 30
+# Longer than clients keep idle connections for reuse (Node's fetch: 4 s): with
+# gunicorn's default of 2 s, a client may send a request on a connection the
+# worker is closing and see "other side closed" (e.g. while it polls a task).
+keepalive = 5
 accesslog = "-"

@@ -36,7 +36,10 @@ def test_conformance_suite_passes_everything_outside_the_baseline(gunicorn_serve
             pytest.fail(reason)
         pytest.skip(reason)
     # Two workers: answers and cancellations must cross processes (through the SQLite bus).
-    server = gunicorn_server("tests.conformance.app:app", workers=2, threads=16)
+    # Keep-alive beyond Node's 4 s reuse of idle connections (the suite is a Node client):
+    # with gunicorn's 2 s, a connection left idle for about 2 s (a 2 s task polled on
+    # another connection) may be closed just as the client reuses it ("other side closed").
+    server = gunicorn_server("tests.conformance.app:app", workers=2, threads=16, extra_args=["--keep-alive", "5"])
     env = {
         **os.environ,
         "STRICT": "1",

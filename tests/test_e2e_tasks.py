@@ -150,3 +150,4 @@ def test_a_task_whose_worker_stops_is_failed_not_left_working(tmp_path_factory: 
     record = SqliteTaskStore(str(database)).get(task_id)
     assert record is not None and record.status == "failed", record
     assert record.error is not None and "stopped" in record.error["message"]
+

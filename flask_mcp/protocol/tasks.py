@@ -315,7 +315,7 @@ class Tasks:
             except MCPError as exc:
                 message, error = exc.message, exc.to_error()
                 handle.end(exc, lambda r: _settle(r, FAILED, message, error=error))
-            except InputRequired as exc:  # asked before the task began: a multi round-trip answer
+            except InputRequired as exc:  # before the task began: the call's multi round-trip answer
                 handle.end(exc, lambda r: _settle(r, FAILED, "Internal error.", error=_internal_error()))
             except BaseException as exc:
                 if not isinstance(exc, StoreUnavailable):
