@@ -2,7 +2,9 @@
 official MCP conformance suite calls (../shared/conformance/fixtures.md),
 built only with flask-mcp's public API. Other checks start it by this path:
 
-    gunicorn -k gthread --threads 8 -b 127.0.0.1:PORT tests.conformance.app:app
+    gunicorn -k gthread --threads 8 --keep-alive 5 -b 127.0.0.1:PORT tests.conformance.app:app
+
+(``--keep-alive 5``: see README, Deploying; the tasks-* scenarios poll tasks.)
 """
 
 from __future__ import annotations
