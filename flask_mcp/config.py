@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     # interval suggested to clients (milliseconds).
     "MCP_TASK_TTL": 3600,
     "MCP_TASK_POLL_INTERVAL_MS": 1000,
+    "MCP_TASK_MAX_RUNNING": 64,  # task tools running at once per worker process (None: no limit)
 }
 
 OriginCheck = Callable[[str], bool]
@@ -102,6 +103,7 @@ class Settings:
     max_json_depth: int
     task_ttl: float | None = 3600.0
     task_poll_interval_ms: int = 1000
+    task_max_running: int | None = 64
 
 
 class ConfigError(ValueError):
@@ -145,6 +147,7 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         sse_poll_after=_optional_number(value("MCP_SSE_POLL_AFTER"), "MCP_SSE_POLL_AFTER", minimum=0.05),
         task_ttl=_optional_number(value("MCP_TASK_TTL"), "MCP_TASK_TTL", minimum=1),
         task_poll_interval_ms=int(_number(value("MCP_TASK_POLL_INTERVAL_MS"), "MCP_TASK_POLL_INTERVAL_MS", minimum=1)),
+        task_max_running=_optional_int(value("MCP_TASK_MAX_RUNNING"), "MCP_TASK_MAX_RUNNING"),
         **_security_settings(value),
     )
 
@@ -226,6 +229,11 @@ def _number(value: Any, key: str, *, minimum: float) -> float:
 
 def _optional_number(value: Any, key: str, *, minimum: float) -> float | None:
     return None if value is None else _number(value, key, minimum=minimum)
+
+
+def _optional_int(value: Any, key: str) -> int | None:
+    number = _optional_number(value, key, minimum=1)
+    return None if number is None else int(number)
 
 
 def _strings(value: Any, key: str) -> tuple[str, ...]:

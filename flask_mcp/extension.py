@@ -309,6 +309,7 @@ def _tasks(backend: Backend, settings: Settings) -> Tasks | None:
         ttl_ms=None if ttl is None else round(ttl * 1000),
         poll_interval_ms=settings.task_poll_interval_ms,
         bus=backend.bus,
+        max_running=settings.task_max_running,
     ))
 
 

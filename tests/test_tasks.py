@@ -22,6 +22,7 @@ from test_subscriptions import SUB_KEY, _messages, _next_notification, _open
 from flask_mcp import MCP, Context, MCPError, ToolError
 from flask_mcp.backends.base import Backend
 from flask_mcp.backends.memory import MemoryMessageBus, MemorySessionStore, MemoryTaskStore
+from flask_mcp.config import ConfigError
 from flask_mcp.protocol.features import RequestInfo
 from flask_mcp.protocol.subscriptions import TASK_STATUS, Listen
 from flask_mcp.protocol.tasks import TaskRecord, Tasks, task_event
@@ -556,3 +557,42 @@ def test_a_call_whose_thread_never_answers_is_an_internal_error() -> None:
     with pytest.raises(MCPError) as failed:
         call()
     assert failed.value.code == -32603
+
+
+def test_past_the_running_limit_a_task_call_is_refused_until_one_ends(
+    make_client: MakeClient, mcp: MCP, release: threading.Event
+) -> None:
+    app = Flask("limited")
+    app.config.update(MCP_BACKEND="memory://", MCP_TASK_MAX_RUNNING=2, TESTING=True)
+    mcp.init_app(app)
+    client = tasks_client(make_client, app)
+    running = [client.call_tool("wait").result["taskId"] for _ in range(2)]
+    refused = client.call_tool("wait")
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
+    assert refused.error["code"] == -32603 and "2 tasks" in refused.error["message"]
+    assert client.call_tool("greet", {"name": "x"}).result["content"]  # ordinary calls go on
+    client.cancel_task(running[0])
+    wait_for(client, running[0], TERMINAL)
+    until = time.monotonic() + DEADLINE
+    while (again := client.call_tool("wait")).status_code == 503:  # the thread ends just after the status
+        assert time.monotonic() < until
+        time.sleep(0.01)
+    assert again.result["resultType"] == "task"
+
+
+def test_without_a_ttl_a_task_says_ttl_null(make_client: MakeClient, mcp: MCP) -> None:
+    app = Flask("forever")
+    app.config.update(MCP_BACKEND="memory://", MCP_TASK_TTL=None, TESTING=True)
+    mcp.init_app(app)
+    created = tasks_client(make_client, app).call_tool("must_be_task", {"n": 1}).result
+    assert created["ttlMs"] is None
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("MCP_TASK_TTL", 0), ("MCP_TASK_POLL_INTERVAL_MS", "fast"), ("MCP_TASK_MAX_RUNNING", 0),
+])
+def test_bad_task_settings_fail_at_init_app(key: str, value: Any) -> None:
+    app = Flask("bad")
+    app.config.update({"MCP_BACKEND": "memory://", key: value})
+    with pytest.raises(ConfigError, match=key):
+        MCP(app)

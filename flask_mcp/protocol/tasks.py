@@ -178,6 +178,7 @@ class Tasks:
         clock: Callable[[], float] = time.time,
         check_interval: float = 0.05,
         bus: MessageBus | None = None,
+        max_running: int | None = None,
     ) -> None:
         self.store = store
         self.spawn = spawn
@@ -191,6 +192,10 @@ class Tasks:
         #: The tasks of this process whose tool is still running.
         self._running: set[TaskHandle] = set()
         self._running_lock = threading.Lock()
+        #: How many task tools may run at once in this process (``None``: no limit),
+        #: and how many threads run one now (started tasks or not yet).
+        self.max_running = max_running
+        self._threads = 0
 
     def table(self) -> dict[str, Callable[[RequestInfo], dict[str, Any]]]:
         return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}
@@ -300,8 +305,16 @@ class Tasks:
         outcome, or the ``InputRequired``/error it raised)."""
         handle = TaskHandle(self, request)
         job = replace(request, task=handle, is_cancelled=handle.is_cancelled, emit=handle.emit)
+        self._claim_thread()
 
         def work() -> None:
+            try:
+                run()
+            finally:
+                with self._running_lock:
+                    self._threads -= 1
+
+        def run() -> None:
             try:
                 outcome = tool.invoke(arguments, job)  # starts the task once the arguments are valid
             except InvalidToolArguments as exc:
@@ -328,8 +341,24 @@ class Tasks:
                 else:
                     handle.hand_over(outcome)
 
-        alive = self.spawn(work)
+        try:
+            alive = self.spawn(work)
+        except BaseException:
+            with self._running_lock:
+                self._threads -= 1
+            raise
         return handle.wait_for_start(alive)
+
+    def _claim_thread(self) -> None:
+        """Count one more task thread, or refuse the call (503, retry later) at the limit."""
+        with self._running_lock:
+            if self.max_running is not None and self._threads >= self.max_running:
+                raise MCPError(
+                    f"This server runs {self.max_running} tasks at once already; try again later.",
+                    http_status=503,
+                    http_headers={"Retry-After": "5"},
+                )
+            self._threads += 1
 
     def abandon_running(self, reason: str = "The server process running this task stopped.") -> int:
         """Fail every task whose tool still runs in this process (called as the
