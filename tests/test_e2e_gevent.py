@@ -57,11 +57,6 @@ pytestmark = pytest.mark.e2e
 MANY = 3 * WORKERS * THREADS
 #: More listen streams than a redis-py 8 client's connection pool holds (100), in at least one worker.
 BEYOND_POOL = WORKERS * 110
-REDIS_POOL = (
-    "redis-py 8 caps a client's connection pool at 100 connections and each open subscription (a listen stream, "
-    "a resumed stream, a question awaiting its answer) holds one for its life: past 100 in a worker, a new listen "
-    "stream gets a 500 and every session call of that worker a 503 (flask_mcp/backends/redis.py)"
-)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -147,13 +142,11 @@ def test_an_idle_listen_stream_gets_heartbeats_and_stays_open(cluster: Cluster) 
     assert_clean_log(cluster)
 
 
-def test_more_listen_streams_than_a_redis_pool_holds_leave_sessions_working(
-    cluster: Cluster, request: pytest.FixtureRequest
-) -> None:
+def test_more_listen_streams_than_a_redis_pool_holds_leave_sessions_working(cluster: Cluster) -> None:
     """Over a hundred listen streams in a worker, then a legacy ``initialize``
-    (which stores a session) on a connection pinned to each worker."""
-    if request.node.callspec.params["cluster"] == "redis":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=REDIS_POOL))
+    (which stores a session) on a connection pinned to each worker. redis-py
+    caps a client's pool at 100 connections and every subscription holds one
+    for its life: subscriptions have a pool of their own."""
     streams: list[EventStream] = []
     try:
         for i in range(BEYOND_POOL):

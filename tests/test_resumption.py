@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import connect
 from flask import Flask
 
 from flask_mcp import MCP, Context
 from flask_mcp.testing import MCPTestClient, sse_event_id
-from tests.conftest import connect
 
 LEGACY = "2025-11-25"
 ASKS = {"elicitation": {}}  # a client that can be asked: its calls are answered on a stream
