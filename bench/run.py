@@ -53,6 +53,10 @@ PINS = [
     "httptools==0.9.0",
     "starlette==1.10.0",
     "gunicorn==27.0.1",
+    # gunicorn -k gevent, for bench/streams.py: gunicorn[gevent], as its worker also imports packaging
+    "gevent==26.9.0",
+    "greenlet==3.5.6",
+    "packaging==26.4",
     "flask==3.1.3",
     "werkzeug==3.1.9",
     "pydantic==2.14.4",

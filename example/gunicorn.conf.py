@@ -7,13 +7,17 @@ ordinary POSTs still get through while streams are open (measured with
 bench/streams.py: a worker with 8 threads holds 7 listen streams and still
 answers POSTs in ~2 ms; the 8th stream starves them). A request that streams
 also runs its tool in a thread of its own. For many long-lived listen
-streams, ``worker_class = "gevent"`` (``pip install gevent``) holds thousands per
-worker instead.
+streams, ``worker_class = "gevent"`` (``pip install "flask-mcp[gevent]"``) with
+``worker_connections = 1000`` held 999 streams per worker with POSTs at 2-5 ms
+(bench/streams.py --worker-class gevent); under gevent, CPU-bound tools stall
+the whole worker.
 
 Timeouts: idle streams send a keep-alive comment every ``MCP_SSE_HEARTBEAT``
 seconds (15 by default); with gthread the worker timeout only guards the
-master-worker heartbeat, so the default is fine; behind a proxy, its read
-timeout must outlive the heartbeat.
+master-worker heartbeat, so the default is fine (with gevent it must outlast
+the longest stall of the worker's hub); behind a proxy, its read timeout must
+outlive the heartbeat. On shutdown, open streams are cut after
+``graceful_timeout``; clients reconnect (2025-11-25 ones resume their streams).
 """
 
 bind = "127.0.0.1:8000"

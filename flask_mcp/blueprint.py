@@ -23,7 +23,8 @@ from .errors import (
 )
 from .protocol import jsonrpc
 from .protocol.events import StreamRecorder
-from .protocol.exchange import Reply
+from .protocol.exchange import Reply, store_unavailable
+from .protocol.session import StoreUnavailable
 from .security import check_host, check_origin
 
 if TYPE_CHECKING:
@@ -106,7 +107,10 @@ def _post() -> Response:
             raise NotAcceptableMedia("subscriptions/listen answers with an event stream: accept text/event-stream.")
         bus = state.server.bus
         assert bus is not None  # the core offers listen streams only with a bus
-        return streaming.listen(reply.listen, bus, heartbeat=state.settings.sse_heartbeat)
+        try:
+            return streaming.listen(reply.listen, bus, heartbeat=state.settings.sse_heartbeat)
+        except StoreUnavailable as exc:  # the bus is down: 503, the client retries
+            return _render(store_unavailable(exc, reply.listen.subscription_id), wants_stream)
     if reply.deferred is not None:
         return streaming.respond(
             reply.deferred,

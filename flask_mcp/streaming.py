@@ -26,6 +26,7 @@ from .protocol.bus import EVENTS_CHANNEL, MessageBus
 from .protocol.errors import InternalError
 from .protocol.events import EventLog, Resume, StreamRecorder, event_id, follow
 from .protocol.exchange import Deferred, Reply
+from .protocol.session import StoreUnavailable
 from .protocol.subscriptions import Listen
 
 logger = logging.getLogger("flask_mcp")
@@ -88,15 +89,18 @@ def respond(
     outbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
     closed = threading.Event()
 
-    # These run in the request's thread, the recorder's single writer.
+    ordered = threading.Lock()  # a tool may report from threads of its own: ids stay in stream order
+
     def emit(message: dict[str, Any]) -> None:
-        outbox.put(_Message(message, recorder.record(message) if recorder is not None else None))
+        with ordered:
+            outbox.put(_Message(message, recorder.record(message) if recorder is not None else None))
 
     def let_go(retry_ms: int | None) -> bool:
         if recorder is None or closed.is_set():
             return False
-        recorder.prime()
-        outbox.put(_LetGo(options.retry_ms if retry_ms is None else retry_ms))
+        with ordered:
+            recorder.prime()
+            outbox.put(_LetGo(options.retry_ms if retry_ms is None else retry_ms))
         return True
 
     @copy_current_request_context
@@ -107,10 +111,11 @@ def respond(
             logger.exception("Unexpected failure while serving a streamed request")
             error = InternalError("Internal error while serving the request; see the server log.")
             outcome = Reply(500, jsonrpc.error_message(None, error))
-        final_id = None
-        if recorder is not None and recorder.primed:  # the stream was opened: keep its end too
-            final_id = recorder.record(outcome.body if outcome is not None else None, final=True)
-        outbox.put(_Done(outcome, final_id))
+        with ordered:
+            final_id = None
+            if recorder is not None and recorder.primed:  # the stream was opened: keep its end too
+                final_id = recorder.record(outcome.body if outcome is not None else None, final=True)
+            outbox.put(_Done(outcome, final_id))
 
     threading.Thread(target=work, name="flask-mcp-request", daemon=True).start()
     first = outbox.get()
@@ -200,6 +205,9 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
                 if deadline is not None and time.monotonic() >= deadline:
                     yield sse.retry(options.retry_ms)
                     return
+        except StoreUnavailable as exc:  # the client comes back after ``retry``
+            logger.warning("Resumed stream %s interrupted: %s", where.stream_id, exc)
+            yield sse.retry(options.retry_ms)
         finally:
             events.close()
 

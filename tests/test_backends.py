@@ -588,6 +588,31 @@ def test_sqlite_prunes_old_messages_when_publishing(tmp_path: Path) -> None:
     assert channels == ["new"]
 
 
+def test_sqlite_subscriptions_share_one_polling_thread_that_stops_with_the_last(tmp_path: Path) -> None:
+    """An idle subscription must cost nothing of its own (a worker may hold
+    thousands of listen streams under gevent)."""
+    bus = SqliteMessageBus(str(tmp_path / "bus.sqlite3"))
+
+    def pollers() -> int:
+        return sum(1 for thread in threading.enumerate() if thread.name == "flask-mcp-sqlite-bus")
+
+    before = pollers()
+    subscriptions = [bus.subscribe(["shared"] if i % 2 else ["other"]) for i in range(50)]
+    assert pollers() == before + 1
+    bus.publish("shared", {"n": 1})
+    assert all(s.get(5) == ("shared", {"n": 1}) for s in subscriptions[1::2])
+    assert all(s.get(0.05) is None for s in subscriptions[::2])
+    for subscription in subscriptions:
+        subscription.close()
+    deadline = time.monotonic() + 5
+    while pollers() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pollers() == before
+    with bus.subscribe(["shared"]) as again:  # and starts again for the next one
+        bus.publish("shared", {"n": 2})
+        assert again.get(5) == ("shared", {"n": 2})
+
+
 def test_sqlite_uses_write_ahead_logging(tmp_path: Path) -> None:
     store = SqliteSessionStore(str(tmp_path / "wal.sqlite3"))
     store.create(full_session())

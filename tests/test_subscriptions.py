@@ -155,6 +155,20 @@ def test_listen_is_not_found_on_a_backend_without_a_bus(tmp_path: Any) -> None:
     assert response.error["code"] == -32601
 
 
+def test_listen_while_the_bus_is_down_is_a_503_to_retry(caplog: pytest.LogCaptureFixture) -> None:
+    from conftest import free_port
+
+    app = Flask(__name__)
+    app.config["MCP_BACKEND"] = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    MCP(app)
+    client = MCPTestClient(app)
+    response = _open(client, {"toolsListChanged": True}, "listen-down")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "1"
+    assert response.json["id"] == "listen-down" and response.json["error"]["code"] == -32603
+    assert "Traceback" not in caplog.text
+
+
 def test_listen_is_not_a_legacy_method(app: Flask) -> None:
     client = MCPTestClient(app, protocol_version="2025-11-25")
     client.initialize()

@@ -9,6 +9,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from ..protocol.events import Event
 from ..protocol.session import Session
@@ -67,6 +68,12 @@ class MemorySessionStore:
             del self._records[key]
 
 
+class Hub(Protocol):
+    """Whatever delivers to a :class:`MemorySubscription` and must forget it on close."""
+
+    def unsubscribe(self, subscription: MemorySubscription) -> None: ...
+
+
 class MemorySubscription(Subscription):
     """A queue the bus appends to; a condition variable wakes the reader."""
 
@@ -74,7 +81,7 @@ class MemorySubscription(Subscription):
     #: reader cannot grow memory without bound.
     MAX_PENDING = 10_000
 
-    def __init__(self, bus: MemoryMessageBus, channels: Sequence[str]) -> None:
+    def __init__(self, bus: Hub, channels: Sequence[str]) -> None:
         self._bus = bus
         self.channels = tuple(dict.fromkeys(channels))
         self._pending: deque[tuple[str, Message]] = deque(maxlen=self.MAX_PENDING)

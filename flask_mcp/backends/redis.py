@@ -123,7 +123,7 @@ class RedisSubscription(Subscription):
     def __init__(self, bus: RedisMessageBus, channels: Sequence[str]) -> None:
         self._bus = bus
         self._pending: deque[tuple[str, Message]] = deque()
-        self._pubsub: PubSub | None = bus.client.pubsub()  # type: ignore[no-untyped-call]
+        self._pubsub: PubSub | None = PubSub(bus.subscription_pool)
         names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
         if not names:
             return
@@ -186,6 +186,13 @@ class RedisMessageBus:
         self.channel_prefix = channel_prefix
         self.io_timeout = io_timeout
         self.where = _describe_client(client)
+        # Each subscription holds a connection for its whole life (a listen
+        # stream can last hours): they get a pool of their own, unbounded, so
+        # that many open streams never starve the client's pool of sessions.
+        pool = client.connection_pool
+        self.subscription_pool = redis.ConnectionPool(
+            connection_class=pool.connection_class, max_connections=2**31 - 1, **pool.connection_kwargs
+        )
 
     def publish(self, channel: str, message: Message) -> None:
         payload = json.dumps(message)
@@ -298,15 +305,22 @@ def backend_from_client(
         with _unavailable(_describe_client(client)):
             client.ping()
 
-    backend = Backend(
+    bus = RedisMessageBus(client, io_timeout=io_timeout)
+
+    def close() -> None:
+        bus.subscription_pool.disconnect()
+        if owned:
+            client.close()
+
+    return Backend(
         sessions=RedisSessionStore(client, timeout=timeout),
-        bus=RedisMessageBus(client, io_timeout=io_timeout),
+        bus=bus,
         events=RedisEventLog(client, retention=retention),
         tasks=RedisTaskStore(client),
         description=_describe_client(client),
         check=check,
+        close=close,
     )
-    return dataclasses.replace(backend, close=client.close) if owned else backend
 
 
 def backend_from_url(url: str, *, timeout: float, io_timeout: float, retention: float = 600.0) -> Backend:

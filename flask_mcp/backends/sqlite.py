@@ -1,28 +1,32 @@
 """Sessions and messages in one SQLite file: shared by every gunicorn worker
 of a machine with no service to run. WAL mode lets readers and the single
-writer proceed together. Each thread of each process keeps one connection
+writer proceed together. Each process keeps a pool of idle connections
 (opening one per call costs a millisecond: the last connection to close
-checkpoints the WAL), with a bounded busy timeout; after ``fork`` a child
-opens its own."""
+checkpoints the WAL), each with a bounded busy timeout; after ``fork`` a child
+opens its own. One thread per process polls the message table for all of its
+subscriptions."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..protocol.events import Event
 from ..protocol.session import Session
 from ..protocol.tasks import TaskRecord
-from .base import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message, Subscription
+from .base import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message
+from .memory import MemorySubscription
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("flask_mcp")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mcp_sessions (
@@ -61,12 +65,17 @@ class SqliteDatabase:
     after a failure, so a fixed permission or a freed lock recovers), and
     turns every SQLite/OS fault into :class:`BackendUnavailable`."""
 
+    #: Idle connections kept per process (more are closed when given back).
+    MAX_IDLE = 32
+
     def __init__(self, path: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
         self.path = os.path.abspath(path)
         self.io_timeout = io_timeout
         self._ready = False
         self._ready_lock = threading.Lock()
-        self._local = threading.local()
+        self._idle: list[tuple[sqlite3.Connection, int]] = []
+        self._idle_lock = threading.Lock()
+        self._pool_pid = os.getpid()
         self._epoch = 0
 
     def open(self) -> sqlite3.Connection:
@@ -80,30 +89,55 @@ class SqliteDatabase:
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection; faults become :class:`BackendUnavailable`
-        and drop it, so the next call starts afresh (a fixed file recovers)."""
-        local = self._local
-        if getattr(local, "pid", None) != os.getpid() or local.connection is None or local.epoch != self._epoch:
-            self._drop()
-            local.connection, local.pid, local.epoch = self.open(), os.getpid(), self._epoch
+        """A connection from this process's pool of idle ones (opened when
+        none is idle, given back afterwards). Faults become
+        :class:`BackendUnavailable` and drop it, so the next call starts
+        afresh (a fixed file recovers)."""
+        connection, epoch = self._checkout()
         try:
-            yield local.connection
+            yield connection
         except sqlite3.Error as exc:
-            # Every thread of this process reconnects: SQLite shares a file's
-            # state between a process's connections (a WAL index opened
-            # read-only during a fault stays so while any of them is open).
+            # Every connection of this process reconnects: SQLite shares a file's
+            # state between them (a WAL index opened read-only during a fault
+            # stays so while any of them is open).
             self._epoch += 1
-            self._drop()
-            raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
-
-    def _drop(self) -> None:
-        connection, self._local.connection = getattr(self._local, "connection", None), None
-        if connection is not None and getattr(self._local, "pid", None) == os.getpid():
             connection.close()
+            raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
+        except BaseException:
+            self._checkin(connection, epoch)
+            raise
+        self._checkin(connection, epoch)
+
+    def _checkout(self) -> tuple[sqlite3.Connection, int]:
+        """An idle connection of the current epoch, or a new one. A pool rather
+        than one per thread: under gevent every greenlet is a "thread", and
+        each would open (and leave behind) a connection of its own."""
+        with self._idle_lock:
+            if self._pool_pid != os.getpid():  # forked: the parent's connections are not ours to use
+                self._idle, self._pool_pid = [], os.getpid()
+            while self._idle:
+                connection, epoch = self._idle.pop()
+                if epoch == self._epoch:
+                    return connection, epoch
+                connection.close()
+        epoch = self._epoch
+        return self.open(), epoch
+
+    def _checkin(self, connection: sqlite3.Connection, epoch: int) -> None:
+        with self._idle_lock:
+            if epoch == self._epoch and self._pool_pid == os.getpid() and len(self._idle) < self.MAX_IDLE:
+                self._idle.append((connection, epoch))
+                return
+        connection.close()
 
     def close(self) -> None:
-        """Close this thread's connection (others close with their threads)."""
-        self._drop()
+        """Close the idle connections (those in use close when given back)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+            self._epoch += 1
+        if self._pool_pid == os.getpid():
+            for connection, _ in idle:
+                connection.close()
 
     def check(self) -> None:
         """Raise :class:`BackendUnavailable` unless the file can be opened and written."""
@@ -267,59 +301,77 @@ class SqliteSessionStore:
         connection.execute("DELETE FROM mcp_sessions WHERE last_seen < ?", (now - self.timeout,))
 
 
-class SqliteSubscription(Subscription):
-    """Polls for rows newer than the last one seen; one connection for its life."""
+class _Poller:
+    """One thread per process polls the message table for every subscription
+    of a bus and hands each row to the subscriptions of its channel. An idle
+    subscription then costs nothing of its own (a listen stream under gevent
+    used to poll on a connection of its own: 13 µs every 20 ms each). The
+    thread runs only while there are subscriptions; a fault is logged and the
+    next poll tries again, so subscriptions recover with the file."""
 
-    def __init__(self, bus: SqliteMessageBus, channels: Sequence[str]) -> None:
+    def __init__(self, bus: SqliteMessageBus) -> None:
         self._bus = bus
-        self.channels = tuple(dict.fromkeys(channels))
-        self._pending: deque[tuple[str, Message]] = deque()
-        self._connection: sqlite3.Connection | None = None
-        self._closed = False
-        self._query = (
-            "SELECT id, channel, payload FROM mcp_messages WHERE id > ? AND channel IN "
-            f"({', '.join('?' * len(self.channels))}) ORDER BY id LIMIT 100"
-        )
-        row = self._execute("SELECT COALESCE(MAX(id), 0) FROM mcp_messages", ())
-        self._last_id = int(row[0][0])
+        self._lock = threading.Lock()
+        #: Each subscription, with the last row id it must not receive.
+        self._subscriptions: dict[MemorySubscription, int] = {}
+        self._cursor = 0
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._failing = False
 
-    def get(self, timeout: float) -> tuple[str, Message] | None:
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while not self._pending and not self._closed:
-            if self.channels:
-                self._fetch()
-            if self._pending:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            time.sleep(min(self._bus.poll_interval, remaining))
-        return self._pending.popleft() if self._pending else None
+    def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
+        subscription = MemorySubscription(self, channels)
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's thread is not here
+                self._subscriptions, self._thread, self._pid = {}, None, os.getpid()
+            with self._bus.database.connection() as connection:
+                latest = int(connection.execute("SELECT COALESCE(MAX(id), 0) FROM mcp_messages").fetchone()[0])
+            if not self._subscriptions:
+                self._cursor = latest
+            self._subscriptions[subscription] = latest
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="flask-mcp-sqlite-bus", daemon=True)
+                self._thread.start()
+        return subscription
 
-    def close(self) -> None:
-        self._closed = True
-        self._disconnect()
+    def unsubscribe(self, subscription: MemorySubscription) -> None:
+        with self._lock:
+            self._subscriptions.pop(subscription, None)
 
-    def _fetch(self) -> None:
-        for row_id, channel, payload in self._execute(self._query, (self._last_id, *self.channels)):
-            self._last_id = int(row_id)
-            self._pending.append((str(channel), json.loads(payload)))
-
-    def _execute(self, query: str, parameters: tuple[object, ...]) -> list[tuple[Any, ...]]:
-        """Run one query to completion (so no read transaction stays open);
-        after a fault the connection is dropped and the next call reconnects."""
+    def _run(self) -> None:
+        connection: sqlite3.Connection | None = None
         try:
-            if self._connection is None:
-                self._connection = self._bus.database.open()
-            return self._connection.execute(query, parameters).fetchall()
-        except sqlite3.Error as exc:
-            self._disconnect()
-            raise BackendUnavailable(f"SQLite file {self._bus.database.path} is unavailable: {exc}") from exc
+            while True:
+                time.sleep(self._bus.poll_interval)
+                with self._lock:
+                    if not self._subscriptions:
+                        self._thread = None
+                        return
+                    try:
+                        if connection is None:
+                            connection = self._bus.database.open()
+                        self._deliver(connection)
+                    except (sqlite3.Error, BackendUnavailable) as exc:
+                        if connection is not None:
+                            connection.close()
+                            connection = None
+                        if not self._failing:
+                            logger.warning("SQLite message bus: polling failed, retrying: %s", exc)
+                        self._failing = True
+        finally:
+            if connection is not None:
+                connection.close()
 
-    def _disconnect(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+    def _deliver(self, connection: sqlite3.Connection) -> None:
+        rows = connection.execute(
+            "SELECT id, channel, payload FROM mcp_messages WHERE id > ? ORDER BY id LIMIT 1000", (self._cursor,)
+        ).fetchall()
+        self._failing = False
+        for row_id, channel, payload in rows:
+            self._cursor = int(row_id)
+            for subscription, after in self._subscriptions.items():
+                if row_id > after and channel in subscription.channels:
+                    subscription.deliver(str(channel), json.loads(payload))
 
 
 class SqliteMessageBus:
@@ -340,6 +392,7 @@ class SqliteMessageBus:
         self.retention = retention
         self.prune_interval = prune_interval
         self._last_prune: float | None = None
+        self._poller = _Poller(self)
 
     def publish(self, channel: str, message: Message) -> None:
         payload = json.dumps(message)
@@ -352,8 +405,8 @@ class SqliteMessageBus:
                 self._last_prune = now
                 connection.execute("DELETE FROM mcp_messages WHERE created < ?", (now - self.retention,))
 
-    def subscribe(self, channels: Sequence[str]) -> SqliteSubscription:
-        return SqliteSubscription(self, channels)
+    def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
+        return self._poller.subscribe(channels)
 
 
 class SqliteEventLog:
