@@ -8,6 +8,7 @@ tests/test_e2e_streaming.py). Loopback only; servers are stopped by their PID.
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import GunicornServer, validate_message
-from test_e2e_streaming import MODERN, MODERN_META, Cluster, PinnedConnection, backend_uri, pin, warm_up
+from test_e2e_streaming import BACKENDS, MODERN, MODERN_META, Cluster, PinnedConnection, backend_uri, pin, warm_up
 
 from flask_mcp.backends.sqlite import SqliteTaskStore
 
@@ -28,11 +29,17 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 DEADLINE = 10.0
 
 
-@pytest.fixture(scope="module", params=["sqlite", "redis"])
+@pytest.fixture(scope="module", params=[(backend, worker) for worker in ("gthread", "gevent") for backend in BACKENDS],
+                ids=lambda p: "-".join(p))
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    folder = tmp_path_factory.mktemp(request.param)
-    env = {"FLASK_MCP_BACKEND": backend_uri(request.param, folder), "FLASK_MCP_TASK_POLL_INTERVAL_MS": "100"}
-    server = GunicornServer("tests.tasks_app:app", workers=2, threads=8, env=env)
+    """``gunicorn -w 2`` on each shared backend, with threads and with gevent (a task's
+    thread is then a greenlet)."""
+    backend, worker_class = request.param
+    if worker_class == "gevent" and importlib.util.find_spec("gevent") is None:
+        pytest.skip("gevent is not installed (it is in the test extra)")
+    folder = tmp_path_factory.mktemp(backend)
+    env = {"FLASK_MCP_BACKEND": backend_uri(backend, folder), "FLASK_MCP_TASK_POLL_INTERVAL_MS": "100"}
+    server = GunicornServer("tests.tasks_app:app", workers=2, threads=8, env=env, worker_class=worker_class)
     try:
         yield Cluster(server, folder, warm_up(server))
     finally:
