@@ -47,6 +47,9 @@ TASK_SUPPORT = ("optional", "required")
 #: When a task tool's task begins: as the call starts, or at ``ctx.start_task()``.
 TASK_STARTS = ("call", "explicit")
 
+#: The longest a task waiting for answers goes without reading its record (seconds).
+MAX_ANSWER_CHECK_INTERVAL = 0.5
+
 #: The methods the extension adds (``tasks/result`` and ``tasks/list`` are gone in 2026).
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
@@ -553,6 +556,7 @@ class TaskHandle:
         if self.tasks.change(task_id, park) is None:
             raise RequestCancelled()
         keys = list(asked)
+        delay = self.tasks.check_interval
         while True:
             record = self.tasks.store.get(task_id)
             if record is None or record.cancel_requested:
@@ -568,4 +572,6 @@ class TaskHandle:
 
                 self.tasks.store.update(task_id, consume)  # nothing a client sees changes
                 return answers
-            time.sleep(self.tasks.check_interval)
+            # Answers come when a person acts: read less often the longer it takes.
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_ANSWER_CHECK_INTERVAL)
