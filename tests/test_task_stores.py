@@ -152,9 +152,9 @@ def test_concurrent_updates_from_threads_are_all_applied(case: Case) -> None:
     assert stored is not None and len(stored.asked) == 60 and len(set(stored.asked)) == 60
 
 
+@pytest.mark.parametrize("case", ["sqlite", "redis"], indirect=True)  # memory:// lives in one process
 def test_updates_from_another_process_interleave_without_losing_any(case: Case) -> None:
-    if case.child_setup is None:
-        pytest.skip("this store lives in one process")
+    assert case.child_setup is not None
     record = full_record()
     record.asked = []
     case.store.create(record)
@@ -170,9 +170,9 @@ def test_updates_from_another_process_interleave_without_losing_any(case: Case) 
     assert stored is not None and len(stored.asked) == 60
 
 
+@pytest.mark.parametrize("case", ["memory", "sqlite"], indirect=True)  # Redis: its own clock, next test
 def test_a_record_is_gone_once_its_ttl_has_passed(case: Case) -> None:
-    if case.clock is None:
-        pytest.skip("Redis expires keys on its own clock (see the next test)")
+    assert case.clock is not None
     record = full_record(ttl_ms=10_000)
     case.store.create(record)
     case.clock.now = record.created_at + 9.9
@@ -182,9 +182,9 @@ def test_a_record_is_gone_once_its_ttl_has_passed(case: Case) -> None:
     assert case.store.update(record.task_id, lambda r: True) is None
 
 
+@pytest.mark.parametrize("case", ["redis"], indirect=True)
 def test_redis_gives_the_key_the_task_ttl_and_updates_keep_it(case: Case) -> None:
-    if case.redis_client is None:
-        pytest.skip("Redis only")
+    assert case.redis_client is not None
     assert isinstance(case.store, RedisTaskStore)
     record = full_record(ttl_ms=60_000)
     case.store.create(record)
