@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import HTTPException
+from flask import Blueprint, Request, Response, current_app, request
+from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
 
 from . import sse, streaming
 from .errors import (
@@ -50,13 +51,23 @@ def _state() -> MCPState:
     return current_app.extensions["mcp"]  # type: ignore[no-any-return]
 
 
-def _guard(state: MCPState) -> None:
+def _request() -> Request:
+    """The request object itself: one proxy lookup instead of one per attribute."""
+    return request._get_current_object()  # type: ignore[attr-defined,no-any-return]
+
+
+def _guard(state: MCPState, req: Request | None = None) -> None:
     """DNS-rebinding checks, first of all (spec digest section 1, step 1)."""
     settings = state.settings
     if not settings.dns_rebinding_protection:
         return
-    check_host(request.environ.get("SERVER_NAME", ""), request.host, settings)
-    check_origin(request.headers.get("Origin"), request.host, request.scheme, settings)
+    req = req if req is not None else _request()
+    environ = req.environ
+    host = req.host
+    check_host(environ.get("SERVER_NAME", ""), host, settings)
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is not None:
+        check_origin(origin, host, req.scheme, settings)
 
 
 def _caller(state: MCPState) -> Principal | None:
@@ -79,29 +90,31 @@ def _subject(principal: Principal | None) -> str | None:
     return principal.subject if principal is not None else None
 
 
-def _headers() -> Mapping[str, str]:
+def _headers(req: Request | None = None) -> Mapping[str, str]:
     """The request headers for the core: werkzeug's view looks names up
     case-insensitively, so no copy is needed."""
-    return request.headers  # type: ignore[return-value]
+    return (req if req is not None else _request()).headers  # type: ignore[return-value]
 
 
 def _post() -> Response:
+    req = _request()
     state = _state()
-    _guard(state)
+    _guard(state, req)
     principal = _caller(state)
-    wants_stream = _negotiate_media()
-    if request.mimetype != JSON:
+    environ = req.environ
+    wants_stream = _negotiate_media(req)
+    if environ.get("CONTENT_TYPE") != JSON and req.mimetype != JSON:  # the usual value needs no parsing
         raise UnsupportedContentType(
-            f"Content-Type must be {JSON} (got {request.content_type or 'none'!r})."
+            f"Content-Type must be {JSON} (got {req.content_type or 'none'!r})."
         )
-    body = _read_body(state.settings.max_content_length)
+    body = _read_body(req, state.settings.max_content_length)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
-        _headers(), body, notifications.append, _subject(principal), principal,
-        endpoint_url=request.base_url,  # as the client used it (ProxyFix-aware)
+        req.headers, body, notifications.append, _subject(principal), principal,  # type: ignore[arg-type]
+        endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
     )
     if reply.listen is not None:
-        if not _accepts_stream():
+        if not _accepts_stream(req):
             raise NotAcceptableMedia("subscriptions/listen answers with an event stream: accept text/event-stream.")
         bus = state.server.bus
         assert bus is not None  # the core offers listen streams only with a bus
@@ -109,11 +122,11 @@ def _post() -> Response:
     if reply.deferred is not None:
         return streaming.respond(
             reply.deferred,
-            live=_accepts_stream(),
+            live=_accepts_stream(req),
             heartbeat=state.settings.sse_heartbeat,
             render=lambda done: _render(done, wants_stream),
         )
-    if notifications and reply.body is not None and _accepts_stream():
+    if notifications and reply.body is not None and _accepts_stream(req):
         return _render_stream(notifications, reply)  # a 2025-03-26 batch
     return _render(reply, wants_stream)
 
@@ -150,37 +163,64 @@ def _health() -> Response:
 _USUAL_ACCEPT = frozenset({"application/json, text/event-stream", "text/event-stream, application/json"})
 
 
-def _negotiate_media() -> bool:
+def _negotiate_media(req: Request) -> bool:
     """True when the answer must be an event stream (the client takes no JSON)."""
-    value = request.headers.get("Accept")
+    value = req.environ.get("HTTP_ACCEPT")
     if value is None or value in _USUAL_ACCEPT:
         return False
-    accept = request.accept_mimetypes
+    accept = req.accept_mimetypes
     if accept.best_match([JSON]) is not None:
         return False
     if accept.best_match([EVENT_STREAM]) is not None:
         return True
     raise NotAcceptableMedia(
-        f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {request.headers['Accept']!r})."
+        f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {value!r})."
     )
 
 
-def _accepts_stream() -> bool:
+def _accepts_stream(req: Request) -> bool:
     """Whether notifications can precede the result (the client takes SSE)."""
-    value = request.headers.get("Accept")
+    value = req.environ.get("HTTP_ACCEPT")
     if value is None or value in _USUAL_ACCEPT:
         return True
-    return request.accept_mimetypes.best_match([EVENT_STREAM]) is not None
+    return req.accept_mimetypes.best_match([EVENT_STREAM]) is not None
 
 
-def _read_body(limit: int) -> bytes:
-    length = request.content_length
+def _read_body(req: Request, limit: int) -> bytes:
+    length = req.content_length
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
-    body = request.stream.read(limit + 1)
+    if length is not None and _plain_input(req):
+        return _read_exactly(req, length)
+    body = req.stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
     return body
+
+
+def _plain_input(req: Request) -> bool:
+    """Whether the body can be read straight from ``wsgi.input``: a
+    ``Content-Length`` bounds it, nothing has touched Werkzeug's stream yet, and
+    the server does not terminate the input itself (then Werkzeug's wrapper, with
+    its own checks, is used)."""
+    return "stream" not in req.__dict__ and not req.environ.get("wsgi.input_terminated")
+
+
+def _read_exactly(req: Request, length: int) -> bytes:
+    """``length`` bytes of ``wsgi.input``, as Werkzeug's stream would give them
+    (Flask's ``MAX_CONTENT_LENGTH`` included), without its wrapper's cost."""
+    app_limit = req.max_content_length
+    if app_limit is not None and length > app_limit:
+        raise RequestEntityTooLarge()
+    stream = req.environ["wsgi.input"]
+    body = stream.read(length)
+    while len(body) < length:
+        more = stream.read(length - len(body))
+        if not more:
+            raise ClientDisconnected()
+        body += more
+    req.__dict__["stream"] = io.BytesIO()  # consumed, as Werkzeug's own stream would be afterwards
+    return bytes(body)
 
 
 def _render(reply: Reply, wants_stream: bool) -> Response:
@@ -192,7 +232,9 @@ def _render(reply: Reply, wants_stream: bool) -> Response:
     if wants_stream:
         headers = {**reply.headers, **sse.SSE_HEADERS}
         return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
-    return Response(data, status=reply.status, headers=reply.headers, mimetype=JSON)
+    if not reply.headers:
+        return Response(data, reply.status, content_type=JSON)
+    return Response(data, status=reply.status, headers=reply.headers, content_type=JSON)
 
 
 def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Response:

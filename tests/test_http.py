@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flask import Flask
+from flask import Flask, request
 from werkzeug.test import TestResponse
 
 from flask_mcp import MCP
@@ -121,6 +121,33 @@ def test_body_at_the_size_limit_is_served() -> None:
     body = json.dumps(DISCOVER)
     response = post(app, body + " " * (2048 - len(body)))
     assert response.status_code == 200
+
+
+def test_body_shorter_than_its_content_length_is_400_json(app: Flask) -> None:
+    body = json.dumps(DISCOVER).encode()
+    response = post(app, body, environ_overrides={"CONTENT_LENGTH": str(len(body) + 10)})
+    assert_json_error(response, 400)
+
+
+def test_flask_max_content_length_still_applies() -> None:
+    app = build_app(MAX_CONTENT_LENGTH=100)
+    assert_json_error(post(app), 413)
+
+
+def test_a_chunked_body_is_read_through_werkzeug() -> None:
+    app = build_app()
+    body = json.dumps(DISCOVER).encode()
+    environ = {"CONTENT_LENGTH": None, "HTTP_TRANSFER_ENCODING": "chunked", "wsgi.input_terminated": True}
+    response = post(app, body, environ_overrides=environ)
+    assert response.status_code == 200
+    assert response.get_json()["result"]["resultType"] == "complete"
+
+
+def test_the_body_is_empty_to_the_app_after_the_view_read_it(app: Flask) -> None:
+    seen: list[bytes] = []
+    app.after_request(lambda response: seen.append(request.get_data()) or response)
+    assert post(app).status_code == 200
+    assert seen == [b""]
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "text/json"])

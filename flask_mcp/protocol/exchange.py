@@ -31,23 +31,27 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     return None if value is None else value.strip()
 
 
-@dataclass(frozen=True, slots=True)
+#: The endpoint's URL, or a function that builds it when first needed (most
+#: requests never need it, and building it is not free).
+EndpointURL = str | Callable[[], str] | None
+
+
+@dataclass(slots=True)
 class Incoming:
-    """What the HTTP layer hands over besides the body, for one request."""
+    """What the HTTP layer hands over besides the body, for one request. The
+    two headers every request is routed by are read once, here."""
 
     headers: Mapping[str, str]
     emit: Emit
     principal: str | None
     auth: Any = None
-    endpoint_url: str | None = None
+    endpoint_url: EndpointURL = None
+    header_version: str | None = field(init=False)
+    session_id: str | None = field(init=False)
 
-    @property
-    def header_version(self) -> str | None:
-        return header(self.headers, "mcp-protocol-version")
-
-    @property
-    def session_id(self) -> str | None:
-        return header(self.headers, "mcp-session-id") or None
+    def __post_init__(self) -> None:
+        self.header_version = header(self.headers, "mcp-protocol-version")
+        self.session_id = header(self.headers, "mcp-session-id") or None
 
 
 #: Runs a deferred request: ``run(emit, stream_closed)``; ``emit`` is ``None``

@@ -39,6 +39,8 @@ def is_header_token(name: str) -> bool:
 
 def decode_value(value: str, header: str) -> str:
     """A header value as text: the ``=?base64?...?=`` form decoded, others literal."""
+    if value.isascii() and value.isprintable() and not value.startswith("=?"):
+        return value  # the usual case, without the regular expressions
     if _BAD_VALUE_CHARS.search(value):
         raise HeaderMismatch(f"Header {header} has characters that are not allowed in a header value.")
     match = _SENTINEL.match(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,20 +53,39 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: Built once: ``json.loads`` with options builds a new decoder per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+#: orjson turns integers beyond 64 bits into floats; bodies with such long
+#: digit runs take the stdlib path, which keeps them exact.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
 def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Decode a POST body; anything that is not JSON is a parse error, and
     JSON nested more than ``max_depth`` levels is refused (``-32600``)."""
     if not body.strip():
         raise ParseError("Empty request body: send one JSON-RPC message as JSON.")
-    try:
-        # The C parser itself stops at the interpreter's recursion limit.
-        payload = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(f"The request body is not valid JSON: {_short(exc)}") from None
+    payload = _decode(body)
     # Only a body with more brackets than the limit can be too deep (cheap, C speed).
     if body.count(b"[") + body.count(b"{") > max_depth and _deeper_than(payload, max_depth):
         raise InvalidRequest(f"The request body is nested more than {max_depth} levels deep.")
     return payload
+
+
+def _decode(body: bytes) -> Any:
+    """orjson when installed and the body is plain UTF-8 JSON it reads exactly
+    as the stdlib would; anything else (errors included, so their messages stay
+    the same) goes through the stdlib."""
+    if _orjson is not None and not _LONG_DIGITS.search(body):
+        try:
+            return _orjson.loads(body)
+        except _orjson.JSONDecodeError:
+            pass
+    try:
+        # The C parser itself stops at the interpreter's recursion limit.
+        return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"The request body is not valid JSON: {_short(exc)}") from None
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

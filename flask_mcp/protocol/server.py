@@ -26,7 +26,7 @@ from .errors import (
     SessionRequired,
     UnsupportedProtocolVersion,
 )
-from .exchange import Emit, Incoming, Reply, discard, store_unavailable
+from .exchange import Emit, EndpointURL, Incoming, Reply, discard, store_unavailable
 from .features import RequestInfo, ToolProvider
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
@@ -94,14 +94,14 @@ class Server:
         emit: Emit | None = None,
         principal: str | None = None,
         auth: Any = None,
-        endpoint_url: str | None = None,
+        endpoint_url: EndpointURL = None,
     ) -> Reply:
         """Answer one POST. ``headers`` maps lower-case names to values; ``emit``
         receives the notifications a request produces before its result;
         ``principal`` names the authenticated caller (sessions are bound to it)
         and ``auth`` is all the HTTP layer knows about it (scopes, claims);
         ``endpoint_url`` is the URL the client posted to (MCP Apps derive a
-        sandbox domain from it)."""
+        sandbox domain from it; a function returning it is called only when needed)."""
         incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url)
         try:
             return self._handle_post(incoming, body)
@@ -404,7 +404,7 @@ def _request_info(
         principal=incoming.principal,
         auth=incoming.auth,
         emit=incoming.emit,
-        endpoint_url=incoming.endpoint_url,
+        endpoint=incoming.endpoint_url,
         **fields,
     )
 
