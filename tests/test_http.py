@@ -401,3 +401,22 @@ def test_error_answers_are_json_without_html_or_tracebacks(app: Flask, method: s
     body = response.get_json()
     assert body["jsonrpc"] == "2.0"
     assert isinstance(body["error"]["code"], int)
+
+
+def test_the_header_view_finds_what_werkzeug_finds() -> None:
+    from werkzeug.datastructures import EnvironHeaders
+
+    from flask_mcp.blueprint import RequestHeaders
+
+    environ = {"HTTP_MCP_METHOD": "tools/call", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "12",
+               "HTTP_MCP_PARAM_REGION": "eu"}
+    ours, theirs = RequestHeaders(environ), EnvironHeaders(environ)
+    for name in ("mcp-method", "Mcp-Method", "content-type", "Content-Length", "mcp-param-region", "mcp-name"):
+        assert ours.get(name) == theirs.get(name)
+    assert ours.get("mcp-name", "none") == "none"
+    assert ours.get("content-length", type=int) == 12
+
+
+def test_no_per_request_cors_hook_without_cors_origins() -> None:
+    assert not build_app().after_request_funcs.get(None)
+    assert build_app(MCP_CORS_ORIGINS=["https://app.example"]).after_request_funcs.get(None)

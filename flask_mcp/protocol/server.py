@@ -84,6 +84,8 @@ class Server:
             clock=clock,
         )
         self._handlers = self.methods.table()
+        #: ``serverInfo`` per revision, built once: results only serialize it.
+        self._server_info = {version: info.for_revision(revision) for version, revision in REVISIONS.items()}
 
     # ------------------------------------------------------------------ entry points
 
@@ -346,7 +348,7 @@ class Server:
         if revision.result_type:
             result.setdefault("resultType", "complete")
             meta = result.setdefault("_meta", {})
-            meta[SERVER_INFO_KEY] = self.info.for_revision(revision)
+            meta[SERVER_INFO_KEY] = self._server_info[revision.version]
         return result
 
     def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
