@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Request, Response, current_app, request
 from werkzeug.datastructures import EnvironHeaders
 from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
+from werkzeug.wsgi import get_content_length
 
 from . import sse, streaming
 from .errors import (
@@ -206,7 +207,7 @@ def _accepts_stream(req: Request) -> bool:
 
 
 def _read_body(req: Request, limit: int) -> bytes:
-    length = req.content_length
+    length = get_content_length(req.environ)  # what request.content_length says, without its header view
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
     if length is not None and _plain_input(req):
@@ -251,9 +252,10 @@ def _render(reply: Reply, wants_stream: bool) -> Response:
     if wants_stream:
         headers = {**reply.headers, **sse.SSE_HEADERS}
         return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
-    if not reply.headers:
-        return Response(data, reply.status, content_type=JSON)
-    return Response(data, status=reply.status, headers=reply.headers, content_type=JSON)
+    response = Response(data, reply.status, content_type=JSON)
+    for name, value in reply.headers.items():  # quicker than Response(headers=...)
+        response.headers[name] = value
+    return response
 
 
 def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Response:

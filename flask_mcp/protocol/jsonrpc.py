@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +55,10 @@ def _reject_constant(name: str) -> Any:
 #: Built once: ``json.loads`` with options builds a new decoder per call.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 #: orjson turns integers beyond 64 bits into floats; bodies with such long
-#: digit runs take the stdlib path, which keeps them exact.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+#: digit runs take the stdlib path, which keeps them exact. Found by mapping
+#: digits to "0" and the rest to " " (two C passes; a regex is several times slower).
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_DIGIT_RUN = b"0" * 19
 
 
 def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
@@ -76,7 +77,7 @@ def _decode(body: bytes) -> Any:
     """orjson when installed and the body is plain UTF-8 JSON it reads exactly
     as the stdlib would; anything else (errors included, so their messages stay
     the same) goes through the stdlib."""
-    if _orjson is not None and not _LONG_DIGITS.search(body):
+    if _orjson is not None and _LONG_DIGIT_RUN not in body.translate(_DIGITS_AS_ZEROS):
         try:
             return _orjson.loads(body)
         except _orjson.JSONDecodeError:

@@ -51,7 +51,7 @@ class RoundTrips:
         more, and saving the legacy session's app data when the code changed it."""
         bound_to = self.begin(request, target, arguments)
         session = request.session
-        snapshot = copy.deepcopy(session.data) if session is not None else None
+        snapshot = copy.deepcopy(session.data) if session is not None and session.data else {}
         try:
             value = call()
         except InputRequired as needed:

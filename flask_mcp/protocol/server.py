@@ -84,8 +84,6 @@ class Server:
             clock=clock,
         )
         self._handlers = self.methods.table()
-        #: ``serverInfo`` per revision, built once: results only serialize it.
-        self._server_info = {version: info.for_revision(revision) for version, revision in REVISIONS.items()}
 
     # ------------------------------------------------------------------ entry points
 
@@ -348,7 +346,7 @@ class Server:
         if revision.result_type:
             result.setdefault("resultType", "complete")
             meta = result.setdefault("_meta", {})
-            meta[SERVER_INFO_KEY] = self._server_info[revision.version]
+            meta[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
         return result
 
     def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
