@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, Request, Response, current_app, request
+from flask import Blueprint, Flask, Request, Response, current_app, request
 from werkzeug.datastructures import EnvironHeaders
 from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
@@ -118,7 +118,8 @@ def _environ_key(name: str) -> str:
 
 def _post() -> Response:
     req = _request()
-    state = _state()
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    state: MCPState = app.extensions["mcp"]
     _guard(state, req)
     principal = _caller(state)
     environ = req.environ
@@ -127,7 +128,7 @@ def _post() -> Response:
         raise UnsupportedContentType(
             f"Content-Type must be {JSON} (got {req.content_type or 'none'!r})."
         )
-    body = _read_body(req, state.settings.max_content_length)
+    body = _read_body(req, state.settings.max_content_length, app)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
         RequestHeaders(environ), body, notifications.append, _subject(principal), principal,  # type: ignore[arg-type]
@@ -206,12 +207,12 @@ def _accepts_stream(req: Request) -> bool:
     return req.accept_mimetypes.best_match([EVENT_STREAM]) is not None
 
 
-def _read_body(req: Request, limit: int) -> bytes:
+def _read_body(req: Request, limit: int, app: Flask) -> bytes:
     length = get_content_length(req.environ)  # what request.content_length says, without its header view
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
     if length is not None and _plain_input(req):
-        return _read_exactly(req, length)
+        return _read_exactly(req, length, _flask_limit(req, app))
     body = req.stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
@@ -226,10 +227,22 @@ def _plain_input(req: Request) -> bool:
     return "stream" not in req.__dict__ and not req.environ.get("wsgi.input_terminated")
 
 
-def _read_exactly(req: Request, length: int) -> bytes:
+def _flask_limit(req: Request, app: Flask) -> int | None:
+    """``req.max_content_length`` (Flask's ``MAX_CONTENT_LENGTH``, or this request's
+    own limit), read without the property's two proxy lookups when the request
+    class keeps Flask's property."""
+    if type(req).max_content_length is not _FLASK_MAX_CONTENT_LENGTH:
+        return req.max_content_length
+    own: int | None = getattr(req, "_max_content_length", None)  # Flask 3.1: set per request
+    return own if own is not None else app.config["MAX_CONTENT_LENGTH"]
+
+
+_FLASK_MAX_CONTENT_LENGTH = Request.max_content_length
+
+
+def _read_exactly(req: Request, length: int, app_limit: int | None) -> bytes:
     """``length`` bytes of ``wsgi.input``, as Werkzeug's stream would give them
-    (Flask's ``MAX_CONTENT_LENGTH`` included), without its wrapper's cost."""
-    app_limit = req.max_content_length
+    (``app_limit``: Flask's ``MAX_CONTENT_LENGTH``), without its wrapper's cost."""
     if app_limit is not None and length > app_limit:
         raise RequestEntityTooLarge()
     stream = req.environ["wsgi.input"]

@@ -134,6 +134,12 @@ def test_flask_max_content_length_still_applies() -> None:
     assert_json_error(post(app), 413)
 
 
+def test_a_per_request_max_content_length_still_applies() -> None:
+    app = build_app()
+    app.before_request(lambda: setattr(request, "max_content_length", 100))
+    assert_json_error(post(app), 413)
+
+
 def test_a_chunked_body_is_read_through_werkzeug() -> None:
     app = build_app()
     body = json.dumps(DISCOVER).encode()
