@@ -25,12 +25,6 @@ def discard(message: dict[str, Any]) -> None:
     """Where messages go when nothing can reach the client before the result."""
 
 
-def header(headers: Mapping[str, str], name: str) -> str | None:
-    """A header's value without surrounding white space (names are lower-case)."""
-    value = headers.get(name)
-    return None if value is None else value.strip()
-
-
 #: The endpoint's URL, or a function that builds it when first needed (most
 #: requests never need it, and building it is not free).
 EndpointURL = str | Callable[[], str] | None
@@ -50,8 +44,10 @@ class Incoming:
     session_id: str | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.header_version = header(self.headers, "mcp-protocol-version")
-        self.session_id = header(self.headers, "mcp-session-id") or None
+        version = self.headers.get("mcp-protocol-version")
+        self.header_version = None if version is None else version.strip()
+        session_id = self.headers.get("mcp-session-id")
+        self.session_id = (session_id.strip() or None) if session_id is not None else None
 
 
 #: Runs a deferred request: ``run(emit, stream_closed)``; ``emit`` is ``None``

@@ -60,9 +60,10 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: dict
     sent = headers.get("mcp-method")
     if sent is None:
         raise HeaderMismatch(f"Missing Mcp-Method header: it must repeat the method ({method}).")
-    if decode_value(sent.strip(), "Mcp-Method") != method:
+    sent = sent.strip()
+    if decode_value(sent, "Mcp-Method") != method:
         raise HeaderMismatch(
-            f"Mcp-Method header {sent.strip()!r} does not match the body's method {method!r}."
+            f"Mcp-Method header {sent!r} does not match the body's method {method!r}."
         )
     param = NAME_PARAM.get(method)
     if param is None:

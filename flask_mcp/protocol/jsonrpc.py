@@ -64,7 +64,7 @@ _LONG_DIGIT_RUN = b"0" * 19
 def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Decode a POST body; anything that is not JSON is a parse error, and
     JSON nested more than ``max_depth`` levels is refused (``-32600``)."""
-    if not body.strip():
+    if not body or body.isspace():  # no stripped copy of the body
         raise ParseError("Empty request body: send one JSON-RPC message as JSON.")
     payload = _decode(body)
     # Only a body with more brackets than the limit can be too deep (cheap, C speed).

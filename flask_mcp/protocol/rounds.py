@@ -112,9 +112,9 @@ def _unbound() -> str:
 def _json_copy(value: Any) -> Any:
     """A copy of decoded JSON (its only containers are dicts and lists)."""
     if isinstance(value, dict):
-        return {key: _json_copy(item) for key, item in value.items()}
+        return {key: _json_copy(item) if isinstance(item, (dict, list)) else item for key, item in value.items()}
     if isinstance(value, list):
-        return [_json_copy(item) for item in value]
+        return [_json_copy(item) if isinstance(item, (dict, list)) else item for item in value]
     return value
 
 

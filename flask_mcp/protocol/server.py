@@ -31,7 +31,7 @@ from .features import RequestInfo, ToolProvider
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
-from .meta import SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
+from .meta import SERVER_INFO_KEY, RequestMeta, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
 from .providers import CompletionProvider, PromptProvider, ResourceProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
@@ -390,7 +390,8 @@ def _request_info(
     revision: Revision,
     client_info: dict[str, Any] | None,
     client_capabilities: dict[str, Any],
-    **fields: Any,
+    session: Session | None = None,
+    meta: RequestMeta | None = None,
 ) -> RequestInfo:
     """What the methods get to know about one request, in either era."""
     return RequestInfo(
@@ -401,11 +402,12 @@ def _request_info(
         request_id=message.id,
         client_info=client_info,
         client_capabilities=client_capabilities,
+        session=session,
+        meta=meta,
         principal=incoming.principal,
         auth=incoming.auth,
         emit=incoming.emit,
         endpoint=incoming.endpoint_url,
-        **fields,
     )
 
 

@@ -51,8 +51,13 @@ class Session:
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> Session:
-        known = {k: v for k, v in record.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        """A session from its stored record; keys it does not know (written by
+        another version) are ignored."""
+        try:
+            return cls(**record)
+        except TypeError:
+            known = {k: v for k, v in record.items() if k in cls.__dataclass_fields__}
+            return cls(**known)
 
 
 class SessionStore(Protocol):
