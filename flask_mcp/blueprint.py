@@ -93,10 +93,10 @@ def _subject(principal: Principal | None) -> str | None:
     return principal.subject if principal is not None else None
 
 
-def _headers(req: Request | None = None) -> Mapping[str, str]:
+def _headers() -> Mapping[str, str]:
     """The request headers for the core: werkzeug's view looks names up
     case-insensitively, so no copy is needed."""
-    return (req if req is not None else _request()).headers  # type: ignore[return-value]
+    return request.headers  # type: ignore[return-value]
 
 
 class RequestHeaders(EnvironHeaders):
@@ -220,10 +220,10 @@ def _read_body(req: Request, limit: int, app: Flask) -> bytes:
 
 
 def _plain_input(req: Request) -> bool:
-    """Whether the body can be read straight from ``wsgi.input``: a
-    ``Content-Length`` bounds it, nothing has touched Werkzeug's stream yet, and
-    the server does not terminate the input itself (then Werkzeug's wrapper, with
-    its own checks, is used)."""
+    """Whether a body of known ``Content-Length`` can be read straight from
+    ``wsgi.input``: nothing has touched Werkzeug's stream yet, and the server
+    does not terminate the input itself (then Werkzeug's wrapper, with its own
+    checks, is used)."""
     return "stream" not in req.__dict__ and not req.environ.get("wsgi.input_terminated")
 
 
