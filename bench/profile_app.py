@@ -5,6 +5,7 @@ pyinstrument.
 
     bench/.venv/bin/python bench/profile_app.py                  # all workloads
     bench/.venv/bin/python bench/profile_app.py call-2026 --requests 5000 --top 8
+    bench/.venv/bin/python bench/profile_app.py --floor call-2026 discover   # the floor app first
 
 For each workload: the unprofiled cost per request (µs), then the functions
 with the most self time and the flask-mcp / Flask / Werkzeug functions with
@@ -157,12 +158,24 @@ def print_breakdown(root: Any, function: str, path_part: str, scale: float, top:
             print(f"     {t * scale:7.1f}  {name}")
 
 
+def timed(driver: Driver, requests: int) -> float:
+    """µs per request, unprofiled, after a short warm-up."""
+    for _ in range(200):
+        driver.once()
+    t0 = time.perf_counter()
+    for _ in range(requests):
+        driver.once()
+    return (time.perf_counter() - t0) / requests * 1e6
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workloads", nargs="*", default=list(WORKLOADS), help=", ".join(WORKLOADS))
     p.add_argument("--requests", type=int, default=3000)
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--backend", default=None, help="MCP_BACKEND (default: a fresh SQLite file)")
+    p.add_argument("--floor", action="store_true",
+                   help="first time the floor app (bench/apps/floor_app.py) the same way, for the in-process gap")
     args = p.parse_args(argv)
 
     from pyinstrument import Profiler
@@ -176,6 +189,11 @@ def main(argv: list[str]) -> int:
     init.once()
     session_id = dict(init.response_headers).get("Mcp-Session-Id")
     print(f"MCP_BACKEND={os.environ['FLASK_MCP_BACKEND']}  ({args.requests} requests per workload)\n")
+    if args.floor:
+        from bench.apps.floor_app import app as floor
+
+        print(f"== floor: {timed(Driver(floor, *build('call-2026', None)), args.requests):.0f} µs per request "
+              "(bare Flask, the call-2026 request)\n")
 
     for workload in args.workloads:
         body, headers = build(workload, session_id)
@@ -184,12 +202,7 @@ def main(argv: list[str]) -> int:
         if not driver.status.startswith("200") or b'"result"' not in answer:
             print(f"{workload}: unexpected answer {driver.status} {answer[:200]!r}")
             continue
-        for _ in range(200):
-            driver.once()
-        t0 = time.perf_counter()
-        for _ in range(args.requests):
-            driver.once()
-        plain = (time.perf_counter() - t0) / args.requests * 1e6
+        plain = timed(driver, args.requests)
         profiler = Profiler(interval=0.0002)
         profiler.start()
         for _ in range(args.requests):

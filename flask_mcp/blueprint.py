@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+import functools
+import io
 import logging
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, Response, current_app, request
-from werkzeug.exceptions import HTTPException
+from flask import Blueprint, Flask, Request, Response, current_app, request
+from werkzeug.datastructures import EnvironHeaders
+from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
+from werkzeug.wsgi import get_content_length
 
 from . import sse, streaming
 from .errors import (
@@ -52,13 +56,23 @@ def _state() -> MCPState:
     return current_app.extensions["mcp"]  # type: ignore[no-any-return]
 
 
-def _guard(state: MCPState) -> None:
+def _request() -> Request:
+    """The request object itself: one proxy lookup instead of one per attribute."""
+    return request._get_current_object()  # type: ignore[attr-defined,no-any-return]
+
+
+def _guard(state: MCPState, req: Request | None = None) -> None:
     """DNS-rebinding checks, first of all (spec digest section 1, step 1)."""
     settings = state.settings
     if not settings.dns_rebinding_protection:
         return
-    check_host(request.environ.get("SERVER_NAME", ""), request.host, settings)
-    check_origin(request.headers.get("Origin"), request.host, request.scheme, settings)
+    req = req if req is not None else _request()
+    environ = req.environ
+    host = req.host
+    check_host(environ.get("SERVER_NAME", ""), host, settings)
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is not None:
+        check_origin(origin, host, req.scheme, settings)
 
 
 def _caller(state: MCPState) -> Principal | None:
@@ -87,23 +101,43 @@ def _headers() -> Mapping[str, str]:
     return request.headers  # type: ignore[return-value]
 
 
+class RequestHeaders(EnvironHeaders):
+    """Werkzeug's view of the request headers, with a quicker ``get`` for the
+    plain lookups the core makes (several per request)."""
+
+    def get(self, key: Any, default: Any = None, type: Any = None) -> Any:  # type: ignore[override]  # noqa: A002
+        if type is None and isinstance(key, str):
+            return self.environ.get(_environ_key(key), default)
+        return super().get(key, default, type)
+
+
+@functools.lru_cache(maxsize=512)
+def _environ_key(name: str) -> str:
+    """Where a header lives in the WSGI environ (as ``EnvironHeaders`` finds it)."""
+    key = name.upper().replace("-", "_")
+    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"
+
+
 def _post() -> Response:
-    state = _state()
-    _guard(state)
+    req = _request()
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    state: MCPState = app.extensions["mcp"]
+    _guard(state, req)
     principal = _caller(state)
-    wants_stream = _negotiate_media()
-    if request.mimetype != JSON:
+    environ = req.environ
+    wants_stream = _negotiate_media(req)
+    if environ.get("CONTENT_TYPE") != JSON and req.mimetype != JSON:  # the usual value needs no parsing
         raise UnsupportedContentType(
-            f"Content-Type must be {JSON} (got {request.content_type or 'none'!r})."
+            f"Content-Type must be {JSON} (got {req.content_type or 'none'!r})."
         )
-    body = _read_body(state.settings.max_content_length)
+    body = _read_body(req, state.settings.max_content_length, app)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
-        _headers(), body, notifications.append, _subject(principal), principal,
-        endpoint_url=request.base_url,  # as the client used it (ProxyFix-aware)
+        RequestHeaders(environ), body, notifications.append, _subject(principal), principal,  # type: ignore[arg-type]
+        endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
     )
     if reply.listen is not None:
-        if not _accepts_stream():
+        if not _accepts_stream(req):
             raise NotAcceptableMedia("subscriptions/listen answers with an event stream: accept text/event-stream.")
         bus = state.server.bus
         assert bus is not None  # the core offers listen streams only with a bus
@@ -114,12 +148,12 @@ def _post() -> Response:
     if reply.deferred is not None:
         return streaming.respond(
             reply.deferred,
-            live=_accepts_stream(),
+            live=_accepts_stream(req),
             options=state.stream_options,
             render=lambda done: _render(done, wants_stream),
             recorder=_recorder(state, reply.resumable_session),
         )
-    if notifications and reply.body is not None and _accepts_stream():
+    if notifications and reply.body is not None and _accepts_stream(req):
         return _render_stream(notifications, reply)  # a 2025-03-26 batch
     return _render(reply, wants_stream)
 
@@ -129,7 +163,7 @@ def _get() -> Response:
     _guard(state)
     reply = state.server.check_get(_headers(), _subject(_caller(state)))
     if reply is not None and reply.resume is not None and state.server.events is not None:
-        if not _accepts_stream():
+        if not _accepts_stream(_request()):
             raise NotAcceptableMedia("Resuming a stream answers with an event stream: accept text/event-stream.")
         assert state.server.bus is not None  # the core resumes streams only with a bus
         return streaming.resume(reply.resume, state.server.events, state.server.bus, state.stream_options)
@@ -170,37 +204,76 @@ def _health() -> Response:
 _USUAL_ACCEPT = frozenset({"application/json, text/event-stream", "text/event-stream, application/json"})
 
 
-def _negotiate_media() -> bool:
+def _negotiate_media(req: Request) -> bool:
     """True when the answer must be an event stream (the client takes no JSON)."""
-    value = request.headers.get("Accept")
+    value = req.environ.get("HTTP_ACCEPT")
     if value is None or value in _USUAL_ACCEPT:
         return False
-    accept = request.accept_mimetypes
+    accept = req.accept_mimetypes
     if accept.best_match([JSON]) is not None:
         return False
     if accept.best_match([EVENT_STREAM]) is not None:
         return True
     raise NotAcceptableMedia(
-        f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {request.headers['Accept']!r})."
+        f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {value!r})."
     )
 
 
-def _accepts_stream() -> bool:
+def _accepts_stream(req: Request) -> bool:
     """Whether notifications can precede the result (the client takes SSE)."""
-    value = request.headers.get("Accept")
+    value = req.environ.get("HTTP_ACCEPT")
     if value is None or value in _USUAL_ACCEPT:
         return True
-    return request.accept_mimetypes.best_match([EVENT_STREAM]) is not None
+    return req.accept_mimetypes.best_match([EVENT_STREAM]) is not None
 
 
-def _read_body(limit: int) -> bytes:
-    length = request.content_length
+def _read_body(req: Request, limit: int, app: Flask) -> bytes:
+    length = get_content_length(req.environ)  # what request.content_length says, without its header view
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
-    body = request.stream.read(limit + 1)
+    if length is not None and _plain_input(req):
+        return _read_exactly(req, length, _flask_limit(req, app))
+    body = req.stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
     return body
+
+
+def _plain_input(req: Request) -> bool:
+    """Whether a body of known ``Content-Length`` can be read straight from
+    ``wsgi.input``: nothing has touched Werkzeug's stream yet, and the server
+    does not terminate the input itself (then Werkzeug's wrapper, with its own
+    checks, is used)."""
+    return "stream" not in req.__dict__ and not req.environ.get("wsgi.input_terminated")
+
+
+def _flask_limit(req: Request, app: Flask) -> int | None:
+    """``req.max_content_length`` (Flask's ``MAX_CONTENT_LENGTH``, or this request's
+    own limit), read without the property's two proxy lookups when the request
+    class keeps Flask's property."""
+    if type(req).max_content_length is not _FLASK_MAX_CONTENT_LENGTH:
+        return req.max_content_length
+    own: int | None = getattr(req, "_max_content_length", None)  # Flask 3.1: set per request
+    return own if own is not None else app.config["MAX_CONTENT_LENGTH"]
+
+
+_FLASK_MAX_CONTENT_LENGTH = Request.max_content_length
+
+
+def _read_exactly(req: Request, length: int, app_limit: int | None) -> bytes:
+    """``length`` bytes of ``wsgi.input``, as Werkzeug's stream would give them
+    (``app_limit``: Flask's ``MAX_CONTENT_LENGTH``), without its wrapper's cost."""
+    if app_limit is not None and length > app_limit:
+        raise RequestEntityTooLarge()
+    stream = req.environ["wsgi.input"]
+    body = stream.read(length)
+    while len(body) < length:
+        more = stream.read(length - len(body))
+        if not more:
+            raise ClientDisconnected()
+        body += more
+    req.__dict__["stream"] = io.BytesIO()  # consumed, as Werkzeug's own stream would be afterwards
+    return bytes(body)
 
 
 def _render(reply: Reply, wants_stream: bool) -> Response:
@@ -212,7 +285,10 @@ def _render(reply: Reply, wants_stream: bool) -> Response:
     if wants_stream:
         headers = {**reply.headers, **sse.SSE_HEADERS}
         return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
-    return Response(data, status=reply.status, headers=reply.headers, mimetype=JSON)
+    response = Response(data, reply.status, content_type=JSON)
+    for name, value in reply.headers.items():  # quicker than Response(headers=...)
+        response.headers[name] = value
+    return response
 
 
 def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Response:

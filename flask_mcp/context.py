@@ -4,8 +4,7 @@ annotated ``Context``): who is calling, over which revision, with what."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,14 +27,20 @@ logger = logging.getLogger("flask_mcp")
 _current_request: ContextVar[RequestInfo | None] = ContextVar("flask_mcp_request", default=None)
 
 
-@contextmanager
-def serving(request: RequestInfo) -> Iterator[None]:
-    """Make ``request`` the current MCP request while a tool runs."""
-    token = _current_request.set(request)
-    try:
-        yield
-    finally:
-        _current_request.reset(token)
+class serving:  # noqa: N801 - used like a function: ``with serving(request):``
+    """Make ``request`` the current MCP request while a tool runs (a class: a
+    generator-based context manager costs more, on every tool call)."""
+
+    __slots__ = ("_request", "_token")
+
+    def __init__(self, request: RequestInfo) -> None:
+        self._request = request
+
+    def __enter__(self) -> None:
+        self._token = _current_request.set(self._request)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current_request.reset(self._token)
 
 
 def _session() -> Session | None:

@@ -142,7 +142,7 @@ class MCP(ServerSurface):
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
         register_metadata(app, settings)  # RFC 9728, when MCP_AUTH is on
         rate_limits.install(app, self.blueprint)
-        hardening.install(app, [self.blueprint])  # CSRF exemption, CORS preset
+        hardening.install(app, [self.blueprint], cors=bool(settings.cors_origins))  # CSRF exemption, CORS preset
 
     # ------------------------------------------------------------------ authentication
 

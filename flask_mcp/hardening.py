@@ -9,6 +9,7 @@ check) unless listed.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable
 
 from flask import Blueprint, Flask, Response, current_app, request
@@ -33,15 +34,19 @@ PREFLIGHT_MAX_AGE = "600"
 _ALLOWED_LOWER = frozenset(name.lower() for name in ALLOWED_HEADERS)
 
 
-def install(app: Flask, blueprints: Iterable[Blueprint]) -> None:
-    """Exempt the MCP blueprints from CSRF checks and add the CORS preset."""
+def install(app: Flask, blueprints: Iterable[Blueprint], *, cors: bool = True) -> None:
+    """Exempt the MCP blueprints from CSRF checks and add the CORS preset
+    (``cors``: whether any origin is configured; without one the hook, which
+    would run on every request, is not installed)."""
     names = frozenset(bp.name for bp in blueprints)
     _exempt_from_csrf(app, names)
+    if not cors:
+        return
 
-    def cors(response: Response) -> Response:
+    def add_cors(response: Response) -> Response:
         return _cors(response, names)
 
-    app.after_request(cors)
+    app.after_request(add_cors)
 
 
 def _exempt_from_csrf(app: Flask, names: frozenset[str]) -> None:
@@ -57,8 +62,8 @@ def _exempt_from_csrf(app: Flask, names: frozenset[str]) -> None:
             csrf.exempt(app.blueprints[name])
         return True
 
-    if exempt():
-        return
+    if exempt() or importlib.util.find_spec("flask_wtf") is None:
+        return  # exempt now, or Flask-WTF is not installed: no per-request hook
     done = False
 
     def late_exemption() -> None:

@@ -145,9 +145,11 @@ def build_input(fn: Callable[..., Any], *, context_type: type, tool_name: str) -
     _add_defaults(schema, defaults)
     schema.setdefault("properties", {})
 
+    validator = adapter.validator  # built above (json_schema); skips TypeAdapter's per-call wrapper
+
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            return dict(adapter.validate_python(arguments))
+            return dict(validator.validate_python(arguments))
         except pydantic.ValidationError as exc:
             raise _arguments_error(tool_name, exc) from None
 

@@ -110,7 +110,8 @@ class Tool:
         return permits(self.scopes, request)
 
     def invoke(self, arguments: dict[str, Any], request: RequestInfo) -> ToolOutcome:
-        require_scopes(self.scopes, request, f"Tool {self.name!r}")  # 403 insufficient_scope
+        if self.scopes:
+            require_scopes(self.scopes, request, f"Tool {self.name!r}")  # 403 insufficient_scope
         if self.rate_limit:
             current_app.extensions["mcp"].rate_limits.hit_tool(self.name, self.rate_limit, request)  # 429
         kwargs = self._arguments(arguments)

@@ -380,3 +380,23 @@ def test_closing_a_2026_stream_cancels_the_call(make_client: Any) -> None:
     http.close()  # the client goes away
     assert done.wait(5)
     assert stopped_at[0] < 499
+
+
+def test_a_tool_that_changes_its_arguments_before_asking_can_be_answered(app: Flask, make_client: Any) -> None:
+    mcp = app.extensions["mcp"].extension
+
+    @mcp.tool
+    def tidy(ctx: Context, items: Any) -> str:
+        """Sorts its list in place, then asks."""
+        items.sort()
+        answer = ctx.elicit("Sure?", NAME, key="ok")
+        return f"{items} for {answer.content['name'] if answer.content else '?'}"
+
+    client = make_client(app, capabilities={"elicitation": {}})
+    first = client.call_tool("tidy", {"items": [3, 1, 2]}).result
+    assert first["resultType"] == "input_required"
+    done = client.request("tools/call", {
+        "name": "tidy", "arguments": {"items": [3, 1, 2]}, "requestState": first["requestState"],
+        "inputResponses": {"ok": {"action": "accept", "content": {"name": "Ada"}}},
+    }).result
+    assert done["content"][0]["text"] == "[1, 2, 3] for Ada"

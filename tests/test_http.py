@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flask import Flask
+from flask import Flask, request
 from werkzeug.test import TestResponse
 
 from flask_mcp import MCP
@@ -121,6 +121,39 @@ def test_body_at_the_size_limit_is_served() -> None:
     body = json.dumps(DISCOVER)
     response = post(app, body + " " * (2048 - len(body)))
     assert response.status_code == 200
+
+
+def test_body_shorter_than_its_content_length_is_400_json(app: Flask) -> None:
+    body = json.dumps(DISCOVER).encode()
+    response = post(app, body, environ_overrides={"CONTENT_LENGTH": str(len(body) + 10)})
+    assert_json_error(response, 400)
+
+
+def test_flask_max_content_length_still_applies() -> None:
+    app = build_app(MAX_CONTENT_LENGTH=100)
+    assert_json_error(post(app), 413)
+
+
+def test_a_per_request_max_content_length_still_applies() -> None:
+    app = build_app()
+    app.before_request(lambda: setattr(request, "max_content_length", 100))
+    assert_json_error(post(app), 413)
+
+
+def test_a_chunked_body_is_read_through_werkzeug() -> None:
+    app = build_app()
+    body = json.dumps(DISCOVER).encode()
+    environ = {"CONTENT_LENGTH": None, "HTTP_TRANSFER_ENCODING": "chunked", "wsgi.input_terminated": True}
+    response = post(app, body, environ_overrides=environ)
+    assert response.status_code == 200
+    assert response.get_json()["result"]["resultType"] == "complete"
+
+
+def test_the_body_is_empty_to_the_app_after_the_view_read_it(app: Flask) -> None:
+    seen: list[bytes] = []
+    app.after_request(lambda response: seen.append(request.get_data()) or response)
+    assert post(app).status_code == 200
+    assert seen == [b""]
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "text/json"])
@@ -374,3 +407,22 @@ def test_error_answers_are_json_without_html_or_tracebacks(app: Flask, method: s
     body = response.get_json()
     assert body["jsonrpc"] == "2.0"
     assert isinstance(body["error"]["code"], int)
+
+
+def test_the_header_view_finds_what_werkzeug_finds() -> None:
+    from werkzeug.datastructures import EnvironHeaders
+
+    from flask_mcp.blueprint import RequestHeaders
+
+    environ = {"HTTP_MCP_METHOD": "tools/call", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "12",
+               "HTTP_MCP_PARAM_REGION": "eu"}
+    ours, theirs = RequestHeaders(environ), EnvironHeaders(environ)
+    for name in ("mcp-method", "Mcp-Method", "content-type", "Content-Length", "mcp-param-region", "mcp-name"):
+        assert ours.get(name) == theirs.get(name)
+    assert ours.get("mcp-name", "none") == "none"
+    assert ours.get("content-length", type=int) == 12
+
+
+def test_no_per_request_cors_hook_without_cors_origins() -> None:
+    assert not build_app().after_request_funcs.get(None)
+    assert build_app(MCP_CORS_ORIGINS=["https://app.example"]).after_request_funcs.get(None)

@@ -26,6 +26,22 @@ def test_parse_body_decodes_a_json_array_for_batches() -> None:
     assert jsonrpc.parse_body(b'[{"a":1},{"b":2}]') == [{"a": 1}, {"b": 2}]
 
 
+@pytest.mark.parametrize("number", [2**63, 2**64 + 1, -(2**70), 10**30])
+def test_parse_body_keeps_integers_beyond_64_bits_exact(number: int) -> None:
+    payload = jsonrpc.parse_body(b'{"id": 1, "params": {"n": %d}}' % number)
+    assert payload["params"]["n"] == number
+    assert isinstance(payload["params"]["n"], int)
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [(b'\xef\xbb\xbf{"a": 1}', {"a": 1}), ('{"a": "\u00e9"}'.encode("utf-16"), {"a": "\u00e9"}),
+     (b'{"a": "\\ud800"}', {"a": "\ud800"})],
+)
+def test_parse_body_reads_what_the_stdlib_reads(body: bytes, expected: Any) -> None:
+    assert jsonrpc.parse_body(body) == expected
+
+
 @pytest.mark.parametrize("body", [b"", b"   ", b"\n\t\r\n"])
 def test_empty_body_is_a_parse_error(body: bytes) -> None:
     with pytest.raises(ParseError) as info:

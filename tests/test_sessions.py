@@ -4,10 +4,14 @@ a store that is down answers 503 instead of failing the request."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
 from flask_mcp.backends import BackendUnavailable, MemorySessionStore
 from flask_mcp.protocol import Server, ServerInfo
+from flask_mcp.protocol.features import RequestInfo
+from flask_mcp.protocol.session import Session
+from flask_mcp.protocol.versions import REVISIONS
 from flask_mcp.tools import ToolRegistry
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -70,3 +74,28 @@ def test_stateless_requests_never_touch_the_store() -> None:
     )
     assert reply.status == 200
     assert reply.body["result"]["tools"] == []
+
+
+def test_a_session_record_holds_every_field_and_reads_back_equal() -> None:
+    session = Session(
+        id="abc", protocol_version="2025-11-25", client_info={"name": "c"}, client_capabilities={"roots": {}},
+        log_level="info", principal="alice", initialized=True, created_at=1.5, last_seen=2.5, data={"k": [1]},
+    )
+    record = session.to_dict()
+    assert list(record) == [f.name for f in fields(Session)]
+    assert Session.from_dict(json.loads(json.dumps(record))) == session
+
+
+def test_the_endpoint_url_is_built_once_and_only_when_asked_for() -> None:
+    built: list[str] = []
+
+    def build() -> str:
+        built.append("x")
+        return "https://example.test/mcp"
+
+    request = RequestInfo(revision=REVISIONS["2026-07-28"], method="tools/call", params={}, headers={}, endpoint=build)
+    assert built == []
+    assert request.endpoint_url == "https://example.test/mcp"
+    assert request.endpoint_url == "https://example.test/mcp"
+    assert built == ["x"]
+    assert RequestInfo(revision=REVISIONS["2026-07-28"], method="m", params={}, headers={}).endpoint_url is None

@@ -15,6 +15,8 @@ logger = logging.getLogger("flask_mcp")
 
 #: Methods that run application code, which may produce messages before its result.
 STREAMABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: Client capabilities that let a legacy request ask the client something mid-call.
+_ASKING = frozenset({"elicitation", "sampling", "roots"})
 
 
 def may_stream(request: RequestInfo) -> bool:
@@ -24,8 +26,7 @@ def may_stream(request: RequestInfo) -> bool:
         return False
     if request.progress_token is not None or request.log_threshold is not None:
         return True
-    caps = request.client_capabilities
-    return not request.revision.stateless and any(k in caps for k in ("elicitation", "sampling", "roots"))
+    return not request.revision.stateless and not _ASKING.isdisjoint(request.client_capabilities)
 
 
 def run_deferred(

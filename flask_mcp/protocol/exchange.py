@@ -26,29 +26,29 @@ def discard(message: dict[str, Any]) -> None:
     """Where messages go when nothing can reach the client before the result."""
 
 
-def header(headers: Mapping[str, str], name: str) -> str | None:
-    """A header's value without surrounding white space (names are lower-case)."""
-    value = headers.get(name)
-    return None if value is None else value.strip()
+#: The endpoint's URL, or a function that builds it when first needed (most
+#: requests never need it, and building it is not free).
+EndpointURL = str | Callable[[], str] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Incoming:
-    """What the HTTP layer hands over besides the body, for one request."""
+    """What the HTTP layer hands over besides the body, for one request. The
+    two headers every request is routed by are read once, here."""
 
     headers: Mapping[str, str]
     emit: Emit
     principal: str | None
     auth: Any = None
-    endpoint_url: str | None = None
+    endpoint_url: EndpointURL = None
+    header_version: str | None = field(init=False)
+    session_id: str | None = field(init=False)
 
-    @property
-    def header_version(self) -> str | None:
-        return header(self.headers, "mcp-protocol-version")
-
-    @property
-    def session_id(self) -> str | None:
-        return header(self.headers, "mcp-session-id") or None
+    def __post_init__(self) -> None:
+        version = self.headers.get("mcp-protocol-version")
+        self.header_version = None if version is None else version.strip()
+        session_id = self.headers.get("mcp-session-id")
+        self.session_id = (session_id.strip() or None) if session_id is not None else None
 
 
 #: Lets a resumable stream's connection go now (the client reconnects after the

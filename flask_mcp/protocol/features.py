@@ -63,11 +63,19 @@ class RequestInfo:
     bus: Any = None
     #: 2026-07-28 multi round-trip: the client's answers so far, by key.
     input_responses: dict[str, Any] = field(default_factory=dict)
-    #: The endpoint's URL as the client used it (scheme, host, path; no query),
-    #: from the HTTP layer; ``None`` when unknown.
-    endpoint_url: str | None = None
+    #: Where :attr:`endpoint_url` comes from: the URL, a function building it
+    #: (called at most once), or ``None``.
+    endpoint: str | Callable[[], str] | None = None
     #: The task this call runs as (a :class:`~.tasks.TaskHandle`), when it runs as one.
     task: Any = None
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """The endpoint's URL as the client used it (scheme, host, path; no
+        query), from the HTTP layer; ``None`` when unknown."""
+        if callable(self.endpoint):
+            self.endpoint = self.endpoint()
+        return self.endpoint
 
     @property
     def protocol_version(self) -> str:

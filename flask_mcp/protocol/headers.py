@@ -43,6 +43,8 @@ def is_header_token(name: str) -> bool:
 
 def decode_value(value: str, header: str) -> str:
     """A header value as text: the ``=?base64?...?=`` form decoded, others literal."""
+    if value.isascii() and value.isprintable() and not value.startswith("=?"):
+        return value  # the usual case, without the regular expressions
     if _BAD_VALUE_CHARS.search(value):
         raise HeaderMismatch(f"Header {header} has characters that are not allowed in a header value.")
     match = _SENTINEL.match(value)
@@ -62,9 +64,10 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: dict
     sent = headers.get("mcp-method")
     if sent is None:
         raise HeaderMismatch(f"Missing Mcp-Method header: it must repeat the method ({method}).")
-    if decode_value(sent.strip(), "Mcp-Method") != method:
+    sent = sent.strip()
+    if decode_value(sent, "Mcp-Method") != method:
         raise HeaderMismatch(
-            f"Mcp-Method header {sent.strip()!r} does not match the body's method {method!r}."
+            f"Mcp-Method header {sent!r} does not match the body's method {method!r}."
         )
     param = NAME_PARAM.get(method)
     if param is None:

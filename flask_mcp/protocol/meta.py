@@ -16,9 +16,10 @@ SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestMeta:
-    """What a 2026-07-28 request says about itself and its client."""
+    """What a 2026-07-28 request says about itself and its client (built on
+    every request: a frozen dataclass costs one ``object.__setattr__`` per field)."""
 
     protocol_version: str
     client_capabilities: dict[str, Any]

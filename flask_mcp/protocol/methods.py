@@ -23,7 +23,7 @@ from .session import SessionStore
 from .shaping import block_for
 from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
 from .tasks import TASKS_EXTENSION, Tasks
-from .versions import SUPPORTED_VERSIONS, Revision
+from .versions import REVISIONS, SUPPORTED_VERSIONS, Revision
 
 Instructions = Callable[[RequestInfo], "str | None"]
 Handler = Callable[[RequestInfo], dict[str, Any]]
@@ -53,6 +53,8 @@ class Methods:
         #: The tasks extension, when the backend keeps tasks.
         self.tasks = tasks
         self._task_tools: tuple[int, bool] | None = None
+        #: ``serverInfo`` per revision, built once: answers only serialize it.
+        self.server_info = {version: info.for_revision(revision) for version, revision in REVISIONS.items()}
         #: Change notifications can be delivered (a bus carries them to listen streams).
         self.list_changed = list_changed
         self.tools = tools
@@ -131,7 +133,7 @@ class Methods:
         result: dict[str, Any] = {
             "protocolVersion": request.revision.version,
             "capabilities": self.capabilities(request.revision),
-            "serverInfo": self.info.for_revision(request.revision),
+            "serverInfo": self.server_info[request.revision.version],
         }
         text = self._instructions_for(request)
         if text:

@@ -72,10 +72,14 @@ class InputRequired(BaseException):
         self.requests = requests
 
 
+#: ``json.dumps(sort_keys=True, separators=(",", ":"))``, built once.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def binding(method: str, target: str, arguments: dict[str, Any], principal: str | None) -> str:
     """What a state is valid for: this method (``tools/call``, ``prompts/get``,
     ``resources/read``), on this tool, prompt or URI, with these arguments, for this caller."""
-    canonical = json.dumps([method, target, arguments, principal], sort_keys=True, separators=(",", ":"))
+    canonical = _CANONICAL.encode([method, target, arguments, principal])
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

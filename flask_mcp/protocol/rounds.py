@@ -51,31 +51,41 @@ class RoundTrips:
         more, and saving the legacy session's app data when the code changed it."""
         bound_to = self.begin(request, target, arguments)
         session = request.session
-        snapshot = copy.deepcopy(session.data) if session is not None else None
+        snapshot = copy.deepcopy(session.data) if session is not None and session.data else {}
         try:
             value = call()
         except InputRequired as needed:
-            return Interim(self.interim(needed, request, bound_to))
+            return Interim(self.interim(needed, request, bound_to()))
         if session is not None and session.data != snapshot:
             sessions.save(session)
         return value
 
-    def begin(self, request: RequestInfo, target: str, arguments: dict[str, Any]) -> str:
+    def begin(self, request: RequestInfo, target: str, arguments: dict[str, Any]) -> Callable[[], str]:
         """Load the answers so far into ``request.input_responses``; returns what
-        the state is bound to (empty on legacy revisions, which ask over a stream)."""
+        the state is bound to (empty on legacy revisions, which ask over a stream)
+        as a function: most calls never ask, so the hash is computed only when
+        needed, from a copy of the arguments as the call received them."""
         if not request.revision.stateless:
-            return ""
-        bound_to = binding(request.method, target, arguments, request.principal)
+            return _unbound
         params = request.params
         answers: dict[str, Any] = {}
         if params.get("requestState") is not None:
+            bound_to = binding(request.method, target, arguments, request.principal)
             payload = unseal(params["requestState"], self._key(), bound_to=bound_to, now=self.clock())
             answers.update(payload.get("answers") or {})
+
+            def bind() -> str:
+                return bound_to
+        else:
+            received = _json_copy(arguments)  # the code may change its arguments before it asks
+
+            def bind() -> str:
+                return binding(request.method, target, received, request.principal)
         fresh = params.get("inputResponses")
         if isinstance(fresh, dict):
             answers.update(fresh)
         request.input_responses = answers
-        return bound_to
+        return bind
 
     def interim(self, needed: InputRequired, request: RequestInfo, bound_to: str) -> dict[str, Any]:
         """The ``input_required`` result asking for what is still missing (no
@@ -93,6 +103,19 @@ class RoundTrips:
         if self.state_key is None:
             raise InternalError("This server cannot ask clients for input: it has no key to seal requestState.")
         return self.state_key()
+
+
+def _unbound() -> str:
+    return ""
+
+
+def _json_copy(value: Any) -> Any:
+    """A copy of decoded JSON (its only containers are dicts and lists)."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) if isinstance(item, (dict, list)) else item for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) if isinstance(item, (dict, list)) else item for item in value]
+    return value
 
 
 def is_retry(request: RequestInfo) -> bool:

@@ -27,12 +27,12 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .events import EventLog, Resume, parse_event_id, stream_key
-from .exchange import Emit, EndConnection, Incoming, Reply, discard, header, store_unavailable
+from .exchange import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
 from .features import RequestInfo, ToolProvider
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
-from .meta import SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
+from .meta import SERVER_INFO_KEY, RequestMeta, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
 from .providers import CompletionProvider, PromptProvider, ResourceProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
@@ -101,14 +101,14 @@ class Server:
         emit: Emit | None = None,
         principal: str | None = None,
         auth: Any = None,
-        endpoint_url: str | None = None,
+        endpoint_url: EndpointURL = None,
     ) -> Reply:
         """Answer one POST. ``headers`` maps lower-case names to values; ``emit``
         receives the notifications a request produces before its result;
         ``principal`` names the authenticated caller (sessions are bound to it)
         and ``auth`` is all the HTTP layer knows about it (scopes, claims);
         ``endpoint_url`` is the URL the client posted to (MCP Apps derive a
-        sandbox domain from it)."""
+        sandbox domain from it; a function returning it is called only when needed)."""
         incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url)
         try:
             return self._handle_post(incoming, body)
@@ -146,10 +146,10 @@ class Server:
             return store_unavailable(exc)
         if session is None:
             return self._error_reply(None, SessionNotFound(), 404)
-        last_event_id = header(headers, "last-event-id")
+        last_event_id = headers.get("last-event-id")
         if last_event_id is None:
             return None
-        return self._resume(session, last_event_id)
+        return self._resume(session, last_event_id.strip())
 
     def _resume(self, session: Session, last_event_id: str) -> Reply:
         """Where to pick a session's stream up again, or a 400 saying why not."""
@@ -383,7 +383,7 @@ class Server:
         if revision.result_type:
             result.setdefault("resultType", "complete")
             meta = result.setdefault("_meta", {})
-            meta[SERVER_INFO_KEY] = self.info.for_revision(revision)
+            meta[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
         return result
 
     def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
@@ -427,7 +427,8 @@ def _request_info(
     revision: Revision,
     client_info: dict[str, Any] | None,
     client_capabilities: dict[str, Any],
-    **fields: Any,
+    session: Session | None = None,
+    meta: RequestMeta | None = None,
 ) -> RequestInfo:
     """What the methods get to know about one request, in either era."""
     return RequestInfo(
@@ -438,11 +439,12 @@ def _request_info(
         request_id=message.id,
         client_info=client_info,
         client_capabilities=client_capabilities,
+        session=session,
+        meta=meta,
         principal=incoming.principal,
         auth=incoming.auth,
         emit=incoming.emit,
-        endpoint_url=incoming.endpoint_url,
-        **fields,
+        endpoint=incoming.endpoint_url,
     )
 
 

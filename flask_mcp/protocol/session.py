@@ -4,7 +4,7 @@ core talks to. Backends implement :class:`SessionStore`."""
 from __future__ import annotations
 
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -34,12 +34,30 @@ class Session:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record a backend stores (it serializes or copies it, so the
+        containers are shared, not copied: ``asdict`` took longer than the write)."""
+        return {
+            "id": self.id,
+            "protocol_version": self.protocol_version,
+            "client_info": self.client_info,
+            "client_capabilities": self.client_capabilities,
+            "log_level": self.log_level,
+            "principal": self.principal,
+            "initialized": self.initialized,
+            "created_at": self.created_at,
+            "last_seen": self.last_seen,
+            "data": self.data,
+        }
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> Session:
-        known = {k: v for k, v in record.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        """A session from its stored record; keys it does not know (written by
+        another version) are ignored."""
+        try:
+            return cls(**record)
+        except TypeError:
+            known = {k: v for k, v in record.items() if k in cls.__dataclass_fields__}
+            return cls(**known)
 
 
 class SessionStore(Protocol):
