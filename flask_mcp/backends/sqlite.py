@@ -74,6 +74,8 @@ class SqliteDatabase:
         self._ready = False
         self._ready_lock = threading.Lock()
         self._idle: list[tuple[sqlite3.Connection, int]] = []
+        #: Connections of a past epoch, closed once a new connection opens.
+        self._retired: list[sqlite3.Connection] = []
         self._idle_lock = threading.Lock()
         self._pool_pid = os.getpid()
         self._epoch = 0
@@ -97,11 +99,12 @@ class SqliteDatabase:
         try:
             yield connection
         except sqlite3.Error as exc:
-            # Every connection of this process reconnects: SQLite shares a file's
-            # state between them (a WAL index opened read-only during a fault
-            # stays so while any of them is open).
+            # Every connection of this process reconnects once the file works
+            # again (SQLite shares a file's state between them); until then they
+            # are set aside, not closed: closing the last one checkpoints, and on
+            # an unwritable WAL index that can kill the process with SIGBUS.
             self._epoch += 1
-            connection.close()
+            self._retire(connection)
             raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
         except BaseException:
             self._checkin(connection, epoch)
@@ -114,21 +117,36 @@ class SqliteDatabase:
         each would open (and leave behind) a connection of its own."""
         with self._idle_lock:
             if self._pool_pid != os.getpid():  # forked: the parent's connections are not ours to use
-                self._idle, self._pool_pid = [], os.getpid()
+                self._idle, self._retired, self._pool_pid = [], [], os.getpid()
             while self._idle:
                 connection, epoch = self._idle.pop()
                 if epoch == self._epoch:
                     return connection, epoch
-                connection.close()
+                self._retired.append(connection)
         epoch = self._epoch
-        return self.open(), epoch
+        connection = self.open()
+        self._close_retired()  # a new connection works: the file is fine again
+        return connection, epoch
 
     def _checkin(self, connection: sqlite3.Connection, epoch: int) -> None:
         with self._idle_lock:
-            if epoch == self._epoch and self._pool_pid == os.getpid() and len(self._idle) < self.MAX_IDLE:
+            if epoch != self._epoch:
+                self._retired.append(connection)
+                return
+            if self._pool_pid == os.getpid() and len(self._idle) < self.MAX_IDLE:
                 self._idle.append((connection, epoch))
                 return
         connection.close()
+
+    def _retire(self, connection: sqlite3.Connection) -> None:
+        with self._idle_lock:
+            self._retired.append(connection)
+
+    def _close_retired(self) -> None:
+        with self._idle_lock:
+            retired, self._retired = self._retired, []
+        for connection in retired:
+            connection.close()
 
     def close(self) -> None:
         """Close the idle connections (those in use close when given back)."""
@@ -146,6 +164,12 @@ class SqliteDatabase:
             connection.execute("ROLLBACK")
 
     def _connect(self) -> sqlite3.Connection:
+        # SQLite falls back to a read-only mapping of an unwritable -shm file
+        # (the WAL index), and touching that mapping can kill the process with
+        # SIGBUS: refuse before SQLite sees such files.
+        for path in (self.path, f"{self.path}-wal", f"{self.path}-shm"):
+            if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+                raise sqlite3.OperationalError(f"{path} is not readable and writable")
         connection = sqlite3.connect(self.path, timeout=self.io_timeout, isolation_level=None, check_same_thread=False)
         try:
             # NORMAL is durable against a process crash in WAL mode (only a
@@ -339,28 +363,19 @@ class _Poller:
             self._subscriptions.pop(subscription, None)
 
     def _run(self) -> None:
-        connection: sqlite3.Connection | None = None
-        try:
-            while True:
-                time.sleep(self._bus.poll_interval)
-                with self._lock:
-                    if not self._subscriptions:
-                        self._thread = None
-                        return
-                    try:
-                        if connection is None:
-                            connection = self._bus.database.open()
+        while True:
+            time.sleep(self._bus.poll_interval)
+            with self._lock:
+                if not self._subscriptions:
+                    self._thread = None
+                    return
+                try:
+                    with self._bus.database.connection() as connection:
                         self._deliver(connection)
-                    except (sqlite3.Error, BackendUnavailable) as exc:
-                        if connection is not None:
-                            connection.close()
-                            connection = None
-                        if not self._failing:
-                            logger.warning("SQLite message bus: polling failed, retrying: %s", exc)
-                        self._failing = True
-        finally:
-            if connection is not None:
-                connection.close()
+                except BackendUnavailable as exc:
+                    if not self._failing:
+                        logger.warning("SQLite message bus: polling failed, retrying: %s", exc)
+                    self._failing = True
 
     def _deliver(self, connection: sqlite3.Connection) -> None:
         rows = connection.execute(
