@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jsonschema
 import pytest
+import redis
 import requests
 from flask import Flask
 
@@ -30,6 +31,10 @@ SPEC = SHARED / "spec"
 
 ALL_VERSIONS = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26")
 LEGACY_VERSIONS = ALL_VERSIONS[1:]
+#: The Redis the tests share (each test uses keys or channels of its own).
+REDIS_URL = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+#: What every MCP client sends on a POST.
+JSON_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 # Which definition a result of each method must satisfy.
 RESULT_DEFINITIONS = {
@@ -236,3 +241,28 @@ def read_only(*paths: Path) -> Iterator[None]:
         yield
     finally:
         subprocess.run([chattr, "-i", *map(str, paths)], check=True)
+
+
+# ---------------------------------------------------------------- infrastructure
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Missing infrastructure is a skip on a laptop and a failure in CI."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def backend_uri(backend: str, folder: Path) -> str:
+    """``MCP_BACKEND`` for a real server: a fresh SQLite file in ``folder``, or
+    the shared Redis (checked reachable first)."""
+    if backend == "sqlite":
+        return f"sqlite:///{folder / 'sessions.sqlite3'}"  # the folder is absolute: four slashes
+    client = redis.Redis.from_url(REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        unavailable(f"Redis at {REDIS_URL} is unreachable ({exc}); start redis-server or set MCP_TEST_REDIS_URL")
+    finally:
+        client.close()
+    return REDIS_URL

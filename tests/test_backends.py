@@ -5,7 +5,6 @@ real: SQLite files, the Redis server on 127.0.0.1:6379, child processes."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
-from conftest import read_only
+from conftest import REDIS_URL, read_only, unavailable
 
 from flask_mcp.backends.base import (
     Backend,
@@ -38,7 +37,6 @@ from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMess
 from flask_mcp.protocol.events import EventLog
 from flask_mcp.protocol.session import Session
 
-REDIS_URL = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TIMEOUT = 60.0
 #: How long the event logs under test keep a stream after its last event.
 RETENTION = 30.0
@@ -96,10 +94,7 @@ def _redis_or_skip() -> redis.Redis:
         client.ping()
     except redis.exceptions.RedisError as exc:
         client.close()
-        reason = f"Redis at {REDIS_URL} is unreachable ({exc}); start redis-server or set MCP_TEST_REDIS_URL"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(f"Redis at {REDIS_URL} is unreachable ({exc}); start redis-server or set MCP_TEST_REDIS_URL")
     return client
 
 
@@ -873,10 +868,7 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 def test_redis_requests_fail_while_the_server_is_down_and_recover_when_it_is_back(tmp_path: Path) -> None:
     if shutil.which("redis-server") is None:
-        reason = "redis-server is not installed (needed to stop and restart a private server)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable("redis-server is not installed (needed to stop and restart a private server)")
     port = _free_port()
     server = _start_redis_server(port)
     backend = open_backend(f"redis://127.0.0.1:{port}/0", timeout=42, instance_path=str(tmp_path))

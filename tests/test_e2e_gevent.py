@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 import test_e2e_streaming
+from conftest import unavailable
 from test_e2e_streaming import (
     BACKENDS,
     LEGACY,
@@ -35,7 +36,6 @@ from test_e2e_streaming import (
     WORKERS,
     Cluster,
     EventStream,
-    _unavailable,
     assert_clean_log,
     json_body,
     modern_call,
@@ -63,7 +63,7 @@ BEYOND_POOL = WORKERS * 110
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """``gunicorn -w 2 -k gevent`` on one backend, shared by the tests of that backend."""
     if importlib.util.find_spec("gevent") is None:
-        _unavailable("gevent is not installed (it is in the test extra)")
+        unavailable("gevent is not installed (it is in the test extra)")
     folder = tmp_path_factory.mktemp(f"gevent-{request.param}")
     with running_cluster(request.param, folder, "gevent", extra_args=["--worker-connections", "1000"]) as c:
         yield c

@@ -20,16 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import requests
-from conftest import GunicornServer, free_port, read_only, validate_message
+from conftest import JSON_HEADERS, GunicornServer, backend_uri, free_port, read_only, unavailable, validate_message
 
 pytestmark = pytest.mark.e2e
 
 APP = "tests.e2e_app:app"
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
-SHARED_REDIS = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TIMEOUT = 10.0
 #: A down backend must be reported well before a client gives up.
 OUTAGE_BUDGET = 5.0
@@ -37,7 +35,6 @@ MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-JSON_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 StartServer = Callable[..., GunicornServer]
 
@@ -48,33 +45,12 @@ CLUSTERS = [(backend, worker_class) for backend in ("sqlite", "redis") for worke
 # ---------------------------------------------------------------- helpers
 
 
-def _unavailable(reason: str) -> None:
-    """Missing infrastructure is a skip on a laptop and a failure in CI."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 def _port_open(port: int, host: str = "127.0.0.1") -> bool:
     try:
         socket.create_connection((host, port), timeout=0.5).close()
         return True
     except OSError:
         return False
-
-
-def backend_uri(backend: str, folder: Path) -> str:
-    """``MCP_BACKEND``: a fresh SQLite file in ``folder``, or the shared Redis."""
-    if backend == "sqlite":
-        return f"sqlite:///{folder / 'sessions.sqlite3'}"  # the folder is absolute: four slashes
-    client = redis.Redis.from_url(SHARED_REDIS, socket_timeout=2, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        _unavailable(f"Redis at {SHARED_REDIS} is unreachable ({exc})")
-    finally:
-        client.close()
-    return SHARED_REDIS
 
 
 def worker_pids(server: GunicornServer) -> set[int]:
@@ -181,7 +157,7 @@ def assert_session_gone(response: requests.Response) -> None:
     assert "error" in body and "result" not in body
 
 
-def assert_unavailable(response: requests.Response) -> None:
+def assertunavailable(response: requests.Response) -> None:
     """A 503 whose body is a JSON-RPC error, never a traceback or an HTML page."""
     assert response.status_code == 503, (response.status_code, response.text[:500])
     assert "Traceback" not in response.text
@@ -443,7 +419,7 @@ class PrivateRedis:
 
     def __init__(self) -> None:
         if shutil.which("redis-server") is None:
-            _unavailable("redis-server is not installed (needed to stop and restart a private server)")
+            unavailable("redis-server is not installed (needed to stop and restart a private server)")
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -511,10 +487,10 @@ def test_redis_outage_is_a_quick_503_for_legacy_requests_and_heals_without_a_res
     for _ in range(4):  # several workers and connections, each must answer in time
         response, elapsed = timed(lambda: client.call("whoami"))
         timings.append(elapsed)
-        assert_unavailable(response)
+        assertunavailable(response)
     new, elapsed = timed(client.initialize_request)
     timings.append(elapsed)
-    assert_unavailable(new)
+    assertunavailable(new)
     assert "Mcp-Session-Id" not in new.headers
     assert max(timings) < OUTAGE_BUDGET, timings
     assert_discover_works(server.url)  # a 2026-07-28 request never reads the session store
@@ -545,7 +521,7 @@ def test_a_frozen_redis_is_a_503_within_five_seconds_not_a_hang(
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda _: timed(lambda: client.call("whoami")), range(8)))
         for response, _ in answers:
-            assert_unavailable(response)
+            assertunavailable(response)
         timings = sorted(round(elapsed, 2) for _, elapsed in answers)
         assert timings[-1] < OUTAGE_BUDGET, f"503 after {timings} s"
         assert_discover_works(server.url)
@@ -570,7 +546,7 @@ def test_sqlite_in_an_unwritable_folder_is_a_503_until_the_folder_is_writable_ag
         for _ in range(3):
             response, elapsed = timed(client.initialize_request)
             timings.append(elapsed)
-            assert_unavailable(response)
+            assertunavailable(response)
             assert "Mcp-Session-Id" not in response.headers
         assert max(timings) < OUTAGE_BUDGET, timings
         assert_discover_works(server.url)
@@ -587,9 +563,9 @@ def test_sqlite_in_an_unwritable_folder_is_a_503_until_the_folder_is_writable_ag
         # when stale), so workers with an open connection may still serve it.
         response, elapsed = timed(lambda: client.call("whoami"))
         if response.status_code != 200:
-            assert_unavailable(response)
+            assertunavailable(response)
         response, elapsed2 = timed(client.initialize_request)
-        assert_unavailable(response)
+        assertunavailable(response)
         assert max(elapsed, elapsed2) < OUTAGE_BUDGET, (elapsed, elapsed2)
         assert_discover_works(server.url)
 

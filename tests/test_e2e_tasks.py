@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import GunicornServer, validate_message
-from test_e2e_streaming import BACKENDS, MODERN, MODERN_META, Cluster, PinnedConnection, backend_uri, pin, warm_up
+from conftest import GunicornServer, backend_uri, validate_message
+from test_e2e_streaming import BACKENDS, MODERN, MODERN_META, Cluster, PinnedConnection, pin, warm_up
 
 from flask_mcp.backends.sqlite import SqliteTaskStore
 

@@ -5,7 +5,6 @@ Everything is real: SQLite files, the Redis server on 127.0.0.1:6379."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 from cachelib import SimpleCache
+from conftest import REDIS_URL, unavailable
 
 from flask_mcp.backends.base import open_backend
 from flask_mcp.backends.memory import MemoryTaskStore
@@ -25,7 +25,6 @@ from flask_mcp.backends.redis import RedisTaskStore, client_from_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
 from flask_mcp.protocol.tasks import TaskRecord, TaskStore
 
-REDIS_URL = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -64,9 +63,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
             client.ping()
         except redis.exceptions.RedisError as exc:
             client.close()
-            if os.environ.get("CI"):
-                pytest.fail(f"Redis at {REDIS_URL} is unreachable ({exc})")
-            pytest.skip(f"Redis at {REDIS_URL} is unreachable ({exc})")
+            unavailable(f"Redis at {REDIS_URL} is unreachable ({exc})")
         prefix = f"flask-mcp-test:{uuid.uuid4().hex}:task:"
         setup = (
             "from flask_mcp.backends.redis import RedisTaskStore, client_from_url\n"
