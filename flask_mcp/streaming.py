@@ -119,7 +119,7 @@ def respond(
 
     threading.Thread(target=work, name="flask-mcp-request", daemon=True).start()
     first = outbox.get()
-    if isinstance(first, _Done) and first.event_id is None:
+    if isinstance(first, _Done):  # nothing came before the result: plain JSON, nothing recorded
         return render(first.reply or _cancelled_reply())
     priming = sse.priming(event_id(recorder.stream_id, 0), options.retry_ms) if recorder is not None else None
     return Response(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,18 +32,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import requests
-from conftest import GunicornServer, _validator, validate_message
+from conftest import JSON_HEADERS, GunicornServer, _validator, backend_uri, validate_message
 from mcp import Client, types
 from mcp.client import ClientRequestContext
+
+from flask_mcp.testing import parse_sse, sse_event_id
 
 pytestmark = pytest.mark.e2e
 
 APP = "tests.streaming_app:app"
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
-SHARED_REDIS = os.environ.get("MCP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 WORKERS = 2
 THREADS = 8
 #: Seconds between the server's keep-alive comments on an idle stream: they let
@@ -57,7 +56,6 @@ STREAM_TIMEOUT = (5.0, 5.0)
 SCENARIO = 8.0
 SUB_KEY = "io.modelcontextprotocol/subscriptionId"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-JSON_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientInfo": {"name": "e2e-streaming", "version": "1.0"},
@@ -68,26 +66,6 @@ BACKENDS = ["sqlite", "redis"]
 
 
 # ---------------------------------------------------------------- the cluster
-
-
-def _unavailable(reason: str) -> None:
-    """Missing infrastructure is a skip on a laptop and a failure in CI."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def backend_uri(backend: str, folder: Path) -> str:
-    if backend == "sqlite":
-        return f"sqlite:///{folder / 'sessions.sqlite3'}"  # an absolute path: four slashes
-    client = redis.Redis.from_url(SHARED_REDIS, socket_timeout=2, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        _unavailable(f"Redis at {SHARED_REDIS} is unreachable ({exc})")
-    finally:
-        client.close()
-    return SHARED_REDIS
 
 
 @dataclass(frozen=True)
@@ -630,14 +608,11 @@ def test_a_tool_list_change_made_by_either_worker_reaches_a_listen_stream(cluste
 
 def sse_messages(body: bytes) -> list[tuple[str | None, dict[str, Any]]]:
     """``(id, message)`` of every event of a whole SSE body that carries one."""
-    found = []
-    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
-        lines = block.split(b"\n")
-        data = b"".join(line[5:].strip() for line in lines if line.startswith(b"data:"))
-        ids = [line[3:].strip().decode() for line in lines if line.startswith(b"id:")]
-        if data:
-            found.append((ids[-1] if ids else None, json.loads(data)))
-    return found
+    return [
+        (sse_event_id(block), json.loads(data))
+        for block in body.replace(b"\r\n", b"\n").split(b"\n\n")
+        for data in parse_sse(block)
+    ]
 
 
 def test_a_stream_let_go_mid_call_is_resumed_on_the_other_worker(cluster: Cluster) -> None:
