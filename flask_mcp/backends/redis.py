@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -252,7 +253,9 @@ class RedisTaskStore:
             self.client.set(
                 self.key_prefix + record.task_id,
                 json.dumps(record.to_dict()),
-                pxat=None if expires is None else max(1, round(expires * 1000)),
+                # Rounded down: Redis counts whole milliseconds, so rounding up
+                # could keep a task one millisecond past its ttlMs.
+                pxat=None if expires is None else max(1, math.floor(expires * 1000)),
             )
 
     def get(self, task_id: str) -> TaskRecord | None:
