@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Instructions per request through the whole stack: a real gunicorn sync
+worker (as ``bench/run.py`` starts it) under ``valgrind --tool=callgrind``, fed
+one request per connection over loopback by a Python client.
+
+    bench/.venv/bin/python bench/instructions.py                        # floor + every flask-mcp workload
+    bench/.venv/bin/python bench/instructions.py call-2026 initialize --requests 300
+    bench/.venv/bin/python bench/instructions.py --backend redis call-legacy
+
+Wall-clock figures move with whatever else the machine runs; instruction
+counts do not (to within a fraction of a percent), so this is the way to A/B a
+change on a busy machine. Per workload: warm the worker up, zero callgrind's
+counters, send ``--requests`` requests, dump, and divide. The ratio to the
+floor is instructions(floor) / instructions(workload), which is what the wrk
+ratio comes to when the server core is the bottleneck and kernel time is equal
+(it is a little above it: both pay the same socket work, which callgrind does
+not count). ``--keep`` leaves the callgrind files for ``callgrind_annotate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import REDIS_URL, ROOT, VBIN, WORKLOADS, free_port, open_session  # noqa: E402
+
+FLOOR_APP = "bench.apps.floor_app:app"
+MCP_APP = "bench.apps.flask_mcp_app:app"
+DEFAULT_WORKLOADS = ["call-2026", "discover", "call-legacy", "initialize", "list-2026"]
+
+
+class CallgrindWorker:
+    """gunicorn -w 1 -k sync under callgrind; the worker's counters are zeroed
+    and dumped with ``callgrind_control`` around each measured batch."""
+
+    def __init__(self, app: str, env: dict[str, str], out_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.out_dir = out_dir
+        cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out_dir}/cg.%p",
+               str(VBIN / "python"), str(VBIN / "gunicorn"), "-w", "1", "-k", "sync",
+               "-b", f"127.0.0.1:{self.port}", "--no-control-socket", "--log-level", "warning",
+               "--timeout", "600", "--chdir", str(ROOT), app]
+        full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0",
+                    "PYTHONDONTWRITEBYTECODE": "1"}
+        self.log = open(out_dir / "server.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.worker = self._wait_worker()
+
+    def _wait_worker(self) -> int:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited; see {self.out_dir}/server.log")
+            kids = _children(self.proc.pid)
+            if kids and _answers(self.port):
+                return kids[0]
+            time.sleep(0.5)
+        raise RuntimeError("the worker did not come up under valgrind within 180 s")
+
+    def measure(self, send: Any, count: int) -> int:
+        """Instructions the worker executed for ``count`` calls of ``send``."""
+        before = set(self.out_dir.glob(f"cg.{self.worker}*"))
+        subprocess.run(["callgrind_control", "-z", str(self.worker)], check=True, capture_output=True)
+        for _ in range(count):
+            send()
+        subprocess.run(["callgrind_control", "-d", str(self.worker)], check=True, capture_output=True)
+        dumps = sorted(set(self.out_dir.glob(f"cg.{self.worker}*")) - before, key=lambda p: p.stat().st_mtime)
+        if not dumps:
+            raise RuntimeError("callgrind wrote no dump")
+        text = dumps[-1].read_text(errors="replace")
+        match = re.search(r"^summary:\s+(\d+)", text, re.M) or re.search(r"^totals:\s+(\d+)", text, re.M)
+        if match is None:
+            raise RuntimeError(f"no instruction total in {dumps[-1]}")
+        return int(match.group(1))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.log.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _answers(port: int) -> bool:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/mcp/health")
+        ok = conn.getresponse().status == 200
+        conn.close()
+        return ok
+    except OSError:
+        return False
+
+
+def sender(port: int, body: bytes, headers: dict[str, str]) -> Any:
+    """One POST per connection, as wrk sees a sync worker (it closes after each answer)."""
+
+    def send() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/mcp", body=body, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        conn.close()
+        if response.status != 200 or b'"result"' not in data:
+            raise RuntimeError(f"HTTP {response.status}: {data[:300]!r}")
+
+    return send
+
+
+def measure(app: str, env: dict[str, str], workloads: list[str], count: int, warmup: int, out_dir: Path,
+            ) -> dict[str, float]:
+    worker = CallgrindWorker(app, env, out_dir)
+    try:
+        figures = {}
+        for key in workloads:
+            workload = WORKLOADS[key]
+            session_id = open_session(worker.url) if workload.wire == "session" else None
+            body = json.dumps(workload.body(), separators=(",", ":")).encode()
+            send = sender(worker.port, body, workload.headers(session_id))
+            for _ in range(warmup):
+                send()
+            figures[key] = worker.measure(send, count) / count
+            print(f"  {key:<12} {figures[key]:>12,.0f} instructions/request", flush=True)
+        return figures
+    finally:
+        worker.stop()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workloads", nargs="*", default=DEFAULT_WORKLOADS, help=f"of {', '.join(WORKLOADS)}")
+    parser.add_argument("--requests", type=int, default=200, help="measured requests per workload (default 200)")
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--backend", choices=["sqlite", "redis", "memory"], default="sqlite")
+    parser.add_argument("--keep", action="store_true", help="keep the callgrind files (the path is printed)")
+    args = parser.parse_args(argv)
+    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workloads: {unknown}")
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        sys.exit("valgrind (with callgrind_control) is needed: apt-get install -y valgrind")
+    out_dir = Path(tempfile.mkdtemp(prefix="flask-mcp-callgrind-"))
+    backend = {"sqlite": f"sqlite:///{out_dir}/sessions.sqlite3", "redis": f"{REDIS_URL}/14",
+               "memory": "memory://"}[args.backend]
+    print(f"floor ({FLOOR_APP})", flush=True)
+    floor = measure(FLOOR_APP, {}, ["call-2026"], args.requests, args.warmup, out_dir)["call-2026"]
+    print(f"flask-mcp ({MCP_APP}, {args.backend})", flush=True)
+    ours = measure(MCP_APP, {"FLASK_MCP_BACKEND": backend}, args.workloads, args.requests, args.warmup, out_dir)
+    print("\n| workload | instructions/request | above the floor | floor / workload |\n|---|--:|--:|--:|")
+    print(f"| floor | {floor:,.0f} | | 1.00 |")
+    for key, value in ours.items():
+        print(f"| {key} | {value:,.0f} | {value - floor:,.0f} | {floor / value:.2f} |")
+    if args.keep:
+        print(f"\ncallgrind files: {out_dir}")
+    else:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
