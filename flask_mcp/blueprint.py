@@ -105,6 +105,11 @@ class RequestHeaders(EnvironHeaders):
     """Werkzeug's view of the request headers, with a quicker ``get`` for the
     plain lookups the core makes (several per request)."""
 
+    def __init__(self, environ: dict[str, Any]) -> None:
+        # What the base classes' two __init__ calls would set, without the calls.
+        self._list: list[tuple[str, str]] = []
+        self.environ = environ
+
     def get(self, key: Any, default: Any = None, type: Any = None) -> Any:  # type: ignore[override]  # noqa: A002
         if type is None and isinstance(key, str):
             return self.environ.get(_environ_key(key), default)
@@ -123,7 +128,7 @@ def _post() -> Response:
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     state: MCPState = app.extensions["mcp"]
     _guard(state, req)
-    principal = _caller(state)
+    principal = _caller(state) if state.checks_callers else None
     environ = req.environ
     wants_stream = _negotiate_media(req)
     if environ.get("CONTENT_TYPE") != JSON and req.mimetype != JSON:  # the usual value needs no parsing
@@ -133,7 +138,8 @@ def _post() -> Response:
     body = _read_body(req, state.settings.max_content_length, app)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
-        RequestHeaders(environ), body, notifications.append, _subject(principal), principal,  # type: ignore[arg-type]
+        RequestHeaders(environ), body, notifications.append,  # type: ignore[arg-type]
+        principal.subject if principal is not None else None, principal,
         endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
     )
     if reply.listen is not None:
@@ -228,11 +234,17 @@ def _accepts_stream(req: Request) -> bool:
 
 
 def _read_body(req: Request, limit: int, app: Flask) -> bytes:
-    length = get_content_length(req.environ)  # what request.content_length says, without its header view
+    environ = req.environ
+    value = environ.get("CONTENT_LENGTH")
+    plain = (  # the usual request: a plain length, nothing has read the stream, the server does not cut it
+        value is not None and value.isascii() and value.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ
+        and "stream" not in req.__dict__ and not environ.get("wsgi.input_terminated")
+    )
+    length = int(value) if plain else get_content_length(environ)  # type: ignore[arg-type]
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
-    if length is not None and _plain_input(req):
-        return _read_exactly(req, length, _flask_limit(req, app))
+    if plain or (length is not None and _plain_input(req)):
+        return _read_exactly(req, length, _flask_limit(req, app))  # type: ignore[arg-type]
     body = req.stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")

@@ -123,6 +123,8 @@ class CompletionRegistry:
         self._resources = resources
         self._completers: dict[tuple[str, str, str], Completer] = {}
         self._lock = threading.Lock()
+        #: Called after every addition (the ``completions`` capability may appear).
+        self.on_change: list[Callable[[], None]] = []
 
     def add(self, ref_type: RefType, target: str, argument: str, source: CompleterSource) -> None:
         """Complete ``argument`` of the prompt named ``target`` (``ref/prompt``) or
@@ -131,6 +133,8 @@ class CompletionRegistry:
         completer = Completer(source, f"argument {argument!r} of {kind} {target!r}")
         with self._lock:
             self._completers[(ref_type, target, argument)] = completer
+        for callback in list(self.on_change):
+            callback()
 
     def __len__(self) -> int:
         return len(self._completers)

@@ -56,6 +56,13 @@ class MCPState:
         return self.backend.sessions
 
     @cached_property
+    def checks_callers(self) -> bool:
+        """Whether a request's caller must be authenticated or counted (most
+        apps do neither, and then the views skip the step)."""
+        auth = self.authenticator is not None and bool(self.settings.auth)
+        return auth or (self.rate_limits is not None and bool(self.rate_limits.endpoint_limits))
+
+    @cached_property
     def stream_options(self) -> StreamOptions:
         settings = self.settings
         return StreamOptions(settings.sse_heartbeat, settings.sse_retry_ms, settings.sse_poll_after)
@@ -88,7 +95,10 @@ class MCP(ServerSurface):
         self._instructions: InstructionsSource | None = instructions
         self._tools = ToolRegistry()
         self._tools.on_list_changed.append(self._changed)
-        self._init_surface(self._changed)  # resources, prompts, completions (surface.py)
+        self._init_surface(self._changed, self._forget_cached)  # resources, prompts, completions (surface.py)
+        #: The cores built by init_app, one per app (their prepared capabilities
+        #: are dropped whenever a feature is added or removed).
+        self._servers: list[Server] = []
         self._token_verifier: TokenVerifier | None = None
         self.blueprint = create_blueprint()
         if app is not None:
@@ -137,6 +147,7 @@ class MCP(ServerSurface):
             completions=self._completions,
             tasks=_tasks(backend, settings),
         )
+        self._servers.append(server)
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
         app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
@@ -266,7 +277,12 @@ class MCP(ServerSurface):
         """Tell listen streams subscribed to ``uri`` (or a parent of it) that it changed."""
         self._publish(resource_updated_event(uri))
 
+    def _forget_cached(self) -> None:
+        for server in list(self._servers):
+            server.methods.forget_cached()
+
     def _changed(self, kind: str) -> None:
+        self._forget_cached()
         if has_app_context() and current_app.extensions.get("mcp", None) is not None:
             self._publish(list_changed_event(kind))
 

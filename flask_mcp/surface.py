@@ -22,14 +22,16 @@ class ServerSurface:
     _prompts: PromptRegistry
     _completions: CompletionRegistry
 
-    def _init_surface(self, on_list_changed: Callable[[str], None]) -> None:
+    def _init_surface(self, on_list_changed: Callable[[str], None], on_completions: Callable[[], None]) -> None:
         """Create the registries; ``on_list_changed(kind)`` hears every change of
-        the resource or prompt lists ("resources", "prompts")."""
+        the resource or prompt lists ("resources", "prompts"), ``on_completions()``
+        every completer added."""
         self._resources = ResourceRegistry()
         self._prompts = PromptRegistry()
         self._completions = CompletionRegistry(self._prompts, self._resources)
         self._resources.on_list_changed.append(on_list_changed)
         self._prompts.on_list_changed.append(on_list_changed)
+        self._completions.on_change.append(on_completions)
 
     @property
     def resources(self) -> ResourceRegistry:

@@ -15,7 +15,7 @@ from pydantic_core import to_jsonable_python
 
 from .auth import permits, require_scopes, validate_scopes
 from .content import Content, ToolResult
-from .context import Context, serving
+from .context import Context, current_request_var
 from .errors import ToolError
 from .protocol.errors import MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
@@ -119,9 +119,9 @@ class Tool:
             kwargs[self.input.context_param] = Context(request)
         if request.task is not None and self.task_start == "call":
             request.task.start()  # the client gets its task now; the call goes on in the background
+        token = current_request_var.set(request)  # what ``with serving(request)`` does, without its calls
         try:
-            with serving(request):
-                value = self.fn(**kwargs)
+            value = self.fn(**kwargs)
         except ToolError as exc:
             return ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
         except MCPError:
@@ -129,6 +129,10 @@ class Tool:
         except Exception:
             logger.exception("Tool %r raised", self.name)
             return _failure(f"Tool {self.name!r} failed with an internal error.")
+        finally:
+            current_request_var.reset(token)
+        if type(value) is str and self.output is None:  # the commonest tool: text in, text out
+            return ToolOutcome([{"type": "text", "text": value}])
         return self._convert(value)
 
     def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:

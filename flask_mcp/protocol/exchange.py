@@ -31,24 +31,30 @@ def discard(message: dict[str, Any]) -> None:
 EndpointURL = str | Callable[[], str] | None
 
 
-@dataclass(slots=True)
 class Incoming:
     """What the HTTP layer hands over besides the body, for one request. The
-    two headers every request is routed by are read once, here."""
+    two headers every request is routed by are read once, here. (A plain
+    class: one ``__init__`` call per request instead of a dataclass's two.)"""
 
-    headers: Mapping[str, str]
-    emit: Emit
-    principal: str | None
-    auth: Any = None
-    endpoint_url: EndpointURL = None
-    header_version: str | None = field(init=False)
-    session_id: str | None = field(init=False)
+    __slots__ = ("headers", "emit", "principal", "auth", "endpoint_url", "header_version", "session_id")
 
-    def __post_init__(self) -> None:
-        version = self.headers.get("mcp-protocol-version")
-        self.header_version = None if version is None else version.strip()
-        session_id = self.headers.get("mcp-session-id")
-        self.session_id = (session_id.strip() or None) if session_id is not None else None
+    def __init__(
+        self,
+        headers: Mapping[str, str],
+        emit: Emit,
+        principal: str | None,
+        auth: Any = None,
+        endpoint_url: EndpointURL = None,
+    ) -> None:
+        self.headers = headers
+        self.emit = emit
+        self.principal = principal
+        self.auth = auth
+        self.endpoint_url = endpoint_url
+        version = headers.get("mcp-protocol-version")
+        self.header_version: str | None = None if version is None else version.strip()
+        session_id = headers.get("mcp-session-id")
+        self.session_id: str | None = (session_id.strip() or None) if session_id is not None else None
 
 
 #: Lets a resumable stream's connection go now (the client reconnects after the

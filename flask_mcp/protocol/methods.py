@@ -5,6 +5,7 @@ own, gathered into one table."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +65,9 @@ class Methods:
         self.state_key = state_key
         self.clock = clock
         self._tool_listings: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        #: Capabilities per revision, with the tools' generation they were built at.
+        self._capabilities: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._cache_lock = threading.Lock()
         self.rounds = RoundTrips(state_key, lambda: self.clock())  # self.clock may be replaced (tests)
         self.features = (
             ResourceMethods(resources, options=options, rounds=self.rounds, sessions=sessions),
@@ -84,7 +88,29 @@ class Methods:
             self.tasks.table() if self.tasks is not None else {}
         )
 
+    def forget_cached(self) -> None:
+        """Drop what was prepared from the registered features (capabilities):
+        to be called whenever resources, prompts or completions are added or
+        removed (tools are noticed through their ``generation``)."""
+        with self._cache_lock:
+            self._capabilities = {}
+
     def capabilities(self, revision: Revision) -> dict[str, Any]:
+        """What this server offers in ``revision``, built once per revision and
+        set of features (``initialize`` and ``server/discover`` serve it as it
+        is: callers must not change it)."""
+        generation = self.tools.generation
+        cached = self._capabilities.get(revision.version)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        cache = self._capabilities
+        built = self._build_capabilities(revision)
+        with self._cache_lock:
+            if cache is self._capabilities:  # nothing changed while it was built
+                cache[revision.version] = (generation, built)
+        return built
+
+    def _build_capabilities(self, revision: Revision) -> dict[str, Any]:
         # logging: tools may log through their Context (deprecated in 2026-07-28, still served).
         capabilities: dict[str, Any] = {"logging": {}, "tools": {}}
         if self.list_changed and revision.stateless:
@@ -144,14 +170,18 @@ class Methods:
         return {}
 
     def discover(self, request: RequestInfo) -> dict[str, Any]:
+        revision = request.revision
         result: dict[str, Any] = {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": self.capabilities(request.revision),
+            "capabilities": self.capabilities(revision),
         }
-        text = self._instructions_for(request)
+        text = self.instructions(request) if self.instructions is not None else None
         if text:
             result["instructions"] = text
-        return self._with_cache_hints(result, request.revision)
+        if revision.cache_hints:
+            result["ttlMs"] = self.options.ttl_ms
+            result["cacheScope"] = self.options.cache_scope
+        return result
 
     def set_level(self, request: RequestInfo) -> dict[str, Any]:
         level = request.params.get("level")
@@ -241,7 +271,9 @@ class Methods:
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
-    content = [block_for(block, revision) for block in outcome.content]
+    content = []
+    for block in outcome.content:  # a text block is the same in every revision that has content _meta
+        content.append(block if revision.content_meta and block.get("type") == "text" else block_for(block, revision))
     result: dict[str, Any] = {"content": content}
     if outcome.has_structured and revision.structured_output:
         result["structuredContent"] = outcome.structured

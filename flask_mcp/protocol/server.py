@@ -110,25 +110,22 @@ class Server:
         ``endpoint_url`` is the URL the client posted to (MCP Apps derive a
         sandbox domain from it; a function returning it is called only when needed)."""
         incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url)
+        message: Message | None = None
         try:
-            return self._handle_post(incoming, body)
-        except StoreUnavailable as exc:
-            return store_unavailable(exc)
-
-    def _handle_post(self, incoming: Incoming, body: bytes) -> Reply:
-        try:
-            payload = jsonrpc.parse_body(body, self.methods.options.max_json_depth)
-        except MCPError as exc:
-            return self._error_reply(None, exc, 400)
-        if isinstance(payload, list):
-            return self._handle_batch(payload, incoming)
-        try:
-            message = jsonrpc.classify(payload)
-        except MCPError as exc:
-            return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
-        if _is_stateless(message, incoming.header_version):
-            return self._handle_stateless(message, incoming)
-        try:
+            try:
+                payload = jsonrpc.parse_body(body, self.methods.options.max_json_depth)
+            except MCPError as exc:
+                return self._error_reply(None, exc, 400)
+            if isinstance(payload, list):
+                return self._handle_batch(payload, incoming)
+            try:
+                message = jsonrpc.classify(payload)
+            except MCPError as exc:
+                return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
+            if incoming.header_version in STATELESS_VERSIONS or (
+                not isinstance(message, ClientResponse) and carries_modern_meta(message.params)
+            ):
+                return self._handle_stateless(message, incoming)
             return self._handle_legacy(message, incoming)
         except StoreUnavailable as exc:
             return store_unavailable(exc, message.id if isinstance(message, Request) else None)
@@ -212,9 +209,10 @@ class Server:
             check_standard_headers(incoming.headers, message.method, message.params)
         except MCPError as exc:
             return self._error_reply(message.id, exc, 400)
-        revision = REVISIONS[meta.protocol_version]
-        request = _request_info(
-            message, incoming, revision, meta.client_info, meta.client_capabilities, meta=meta
+        request = RequestInfo(  # as _request_info builds it, positionally: this is every 2026-07-28 request
+            REVISIONS[meta.protocol_version], message.method, message.params, incoming.headers, message.id,
+            meta.client_info, meta.client_capabilities, None, meta, incoming.principal, incoming.auth,
+            incoming.emit, endpoint=incoming.endpoint_url,
         )
         if message.method == "subscriptions/listen":
             return self._listen(message, request)
@@ -377,14 +375,11 @@ class Server:
             logger.exception("Unexpected failure while serving %s", message.method)
             error = MCPError("Internal error while serving the request; see the server log.")
             return Reply(500, jsonrpc.error_message(message.id, error))
-        return Reply(200, jsonrpc.result_message(message.id, self._finish_result(result, request.revision)))
-
-    def _finish_result(self, result: dict[str, Any], revision: Revision) -> dict[str, Any]:
-        if revision.result_type:
+        revision = request.revision
+        if revision.result_type:  # 2026-07-28: every result says its type and who answered
             result.setdefault("resultType", "complete")
-            meta = result.setdefault("_meta", {})
-            meta[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
-        return result
+            result.setdefault("_meta", {})[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
+        return Reply(200, {"jsonrpc": "2.0", "id": message.id, "result": result})
 
     def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
         return Reply(error.http_status or status, jsonrpc.error_message(request_id, error))
@@ -412,14 +407,6 @@ class Server:
                 f"negotiated for this session ({session.protocol_version})."
             )
         return session
-
-def _is_stateless(message: Message, header_version: str | None) -> bool:
-    if header_version in STATELESS_VERSIONS:
-        return True
-    if isinstance(message, (Request, Notification)):
-        return carries_modern_meta(message.params)
-    return False
-
 
 def _request_info(
     message: Request,
