@@ -18,7 +18,15 @@ master-worker heartbeat, so the default is fine (with gevent it must outlast
 the longest stall of the worker's hub); behind a proxy, its read timeout must
 outlive the heartbeat. On shutdown, open streams are cut after
 ``graceful_timeout``; clients reconnect (2025-11-25 ones resume their streams).
+
+Garbage collection: ``post_worker_init`` freezes what the worker has loaded
+(Flask, the app, its tools' schemas) once the app is imported, so that the
+collector's full passes no longer walk it on every few thousand requests
+(bench/README.md: about 16 000 instructions less per request, a few per cent
+of a small call).
 """
+
+import gc
 
 bind = "127.0.0.1:8000"
 worker_class = "gthread"
@@ -33,3 +41,7 @@ graceful_timeout = 30
 # worker is closing and see "other side closed" (e.g. while it polls a task).
 keepalive = 5
 accesslog = "-"
+
+
+def post_worker_init(worker: object) -> None:
+    gc.freeze()

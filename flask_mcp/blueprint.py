@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
 from collections.abc import Iterator, Mapping
@@ -25,6 +24,7 @@ from .errors import (
     PayloadTooLarge,
     UnsupportedContentType,
 )
+from .json_response import json_response
 from .protocol import jsonrpc
 from .protocol.events import StreamRecorder
 from .protocol.exchange import Reply, store_unavailable
@@ -112,19 +112,27 @@ class RequestHeaders(EnvironHeaders):
 
     def get(self, key: Any, default: Any = None, type: Any = None) -> Any:  # type: ignore[override]  # noqa: A002
         if type is None and isinstance(key, str):
-            return self.environ.get(_environ_key(key), default)
+            name = _ENVIRON_KEYS.get(key)
+            return self.environ.get(name if name is not None else _environ_key(key), default)
         return super().get(key, default, type)
 
 
-@functools.lru_cache(maxsize=512)
+#: Header name -> environ key, for the names looked up so far (a plain dict: a
+#: lookup costs less than a call through ``functools.lru_cache``).
+_ENVIRON_KEYS: dict[str, str] = {}
+
+
 def _environ_key(name: str) -> str:
     """Where a header lives in the WSGI environ (as ``EnvironHeaders`` finds it)."""
     key = name.upper().replace("-", "_")
-    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"
+    key = key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"
+    if len(_ENVIRON_KEYS) < 512:  # the names the core asks for, and a few of the app's
+        _ENVIRON_KEYS[name] = key
+    return key
 
 
 def _post() -> Response:
-    req = _request()
+    req: Request = request._get_current_object()  # type: ignore[attr-defined]
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     state: MCPState = app.extensions["mcp"]
     _guard(state, req)
@@ -244,7 +252,7 @@ def _read_body(req: Request, limit: int, app: Flask) -> bytes:
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
     if plain or (length is not None and _plain_input(req)):
-        return _read_exactly(req, length, _flask_limit(req, app))  # type: ignore[arg-type]
+        return _read_exactly(req, length, app)  # type: ignore[arg-type]
     body = req.stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
@@ -259,22 +267,20 @@ def _plain_input(req: Request) -> bool:
     return "stream" not in req.__dict__ and not req.environ.get("wsgi.input_terminated")
 
 
-def _flask_limit(req: Request, app: Flask) -> int | None:
-    """``req.max_content_length`` (Flask's ``MAX_CONTENT_LENGTH``, or this request's
-    own limit), read without the property's two proxy lookups when the request
-    class keeps Flask's property."""
-    if type(req).max_content_length is not _FLASK_MAX_CONTENT_LENGTH:
-        return req.max_content_length
-    own: int | None = getattr(req, "_max_content_length", None)  # Flask 3.1: set per request
-    return own if own is not None else app.config["MAX_CONTENT_LENGTH"]
-
-
+#: Flask's own property: while the request class keeps it, the limit is read
+#: from its sources directly (the property costs two proxy lookups).
 _FLASK_MAX_CONTENT_LENGTH = Request.max_content_length
 
 
-def _read_exactly(req: Request, length: int, app_limit: int | None) -> bytes:
+def _read_exactly(req: Request, length: int, app: Flask) -> bytes:
     """``length`` bytes of ``wsgi.input``, as Werkzeug's stream would give them
-    (``app_limit``: Flask's ``MAX_CONTENT_LENGTH``), without its wrapper's cost."""
+    (within Flask's ``MAX_CONTENT_LENGTH``), without its wrapper's cost."""
+    if type(req).max_content_length is _FLASK_MAX_CONTENT_LENGTH:  # the property, without its proxy lookups
+        app_limit: int | None = getattr(req, "_max_content_length", None)
+        if app_limit is None:
+            app_limit = app.config["MAX_CONTENT_LENGTH"]
+    else:
+        app_limit = req.max_content_length
     if app_limit is not None and length > app_limit:
         raise RequestEntityTooLarge()
     stream = req.environ["wsgi.input"]
@@ -297,7 +303,7 @@ def _render(reply: Reply, wants_stream: bool) -> Response:
     if wants_stream:
         headers = {**reply.headers, **sse.SSE_HEADERS}
         return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
-    response = Response(data, reply.status, content_type=JSON)
+    response = json_response(data, reply.status)
     for name, value in reply.headers.items():  # quicker than Response(headers=...)
         response.headers[name] = value
     return response
@@ -316,7 +322,7 @@ def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Respons
 
 
 def _json_response(payload: Any, status: int) -> Response:
-    return Response(jsonrpc.encode(payload), status=status, mimetype=JSON)
+    return json_response(jsonrpc.encode(payload), status)
 
 
 def _unexpected(error: Exception) -> Response | MCPHTTPException:

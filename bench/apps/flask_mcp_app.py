@@ -8,6 +8,8 @@ every other ``MCP_*`` key, through ``app.config.from_prefixed_env()``.
 
 from __future__ import annotations
 
+import gc
+
 from flask import Flask
 
 from flask_mcp import MCP
@@ -20,3 +22,8 @@ app.config.from_prefixed_env()
 mcp = MCP(app, name="bench", version="1.0.0")
 for fn in all_tools():
     mcp.add_tool(fn)
+
+# Like every app in this benchmark (floor, flask-mcp, SDK): once loaded, its objects are
+# moved out of the garbage collector's reach, as example/gunicorn.conf.py advises (see
+# bench/README.md, "Garbage collection").
+gc.freeze()

@@ -7,6 +7,7 @@ server costs above this is protocol work.
 
 from __future__ import annotations
 
+import gc
 import json
 
 from flask import Flask, Response
@@ -31,3 +32,8 @@ def mcp() -> Response:
 @app.get("/mcp/health")
 def health() -> Response:
     return Response(b'{"status":"ok"}', mimetype="application/json")
+
+# Like every app in this benchmark (floor, flask-mcp, SDK): once loaded, its objects are
+# moved out of the garbage collector's reach, as example/gunicorn.conf.py advises (see
+# bench/README.md, "Garbage collection").
+gc.freeze()

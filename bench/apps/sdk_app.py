@@ -15,6 +15,7 @@ request; flask-mcp has no such cap, so neither does the benchmarked SDK.
 
 from __future__ import annotations
 
+import gc
 import os
 
 from mcp.server.mcpserver import MCPServer
@@ -34,3 +35,8 @@ app = server.streamable_http_app(
     stateless_http=MODE == "json",
     max_sessions=None,
 )
+
+# Like every app in this benchmark (floor, flask-mcp, SDK): once loaded, its objects are
+# moved out of the garbage collector's reach, as example/gunicorn.conf.py advises (see
+# bench/README.md, "Garbage collection").
+gc.freeze()

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import jsonrpc
 from .bus import MessageBus, cancel_channel, reply_channel
-from .deferred import may_stream, run_deferred
+from .deferred import STREAMABLE_METHODS, may_stream, run_deferred
 from .errors import (
     BadProtocolVersionHeader,
     HeaderMismatch,
@@ -349,7 +349,7 @@ class Server:
         """Run the method; every failure becomes a JSON-RPC error message with
         the HTTP status (and headers) it calls for. With ``defer``, a request
         that may stream is handed back to the HTTP layer to run instead."""
-        if defer and may_stream(request):
+        if defer and request.method in STREAMABLE_METHODS and may_stream(request):
 
             def run(emit: Emit | None, closed: Callable[[], bool], end: EndConnection | None) -> Reply | None:
                 return run_deferred(lambda: self._answer(message, request), request, self.bus, emit, closed, end)
