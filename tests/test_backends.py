@@ -618,6 +618,35 @@ def test_sqlite_uses_write_ahead_logging(tmp_path: Path) -> None:
     assert mode == "wal"
 
 
+def test_sqlite_a_forked_child_opens_connections_of_its_own(tmp_path: Path) -> None:
+    """The pool learns of a fork from an at-fork hook (not from a getpid()
+    system call per operation); the child must not reuse the parent's
+    connections. Forked in a fresh interpreter: pytest's own threads make
+    fork() warn."""
+    code = (
+        "import os\n"
+        "from flask_mcp.backends.sqlite import SqliteSessionStore\n"
+        "from flask_mcp.protocol.session import Session\n"
+        f"store = SqliteSessionStore({str(tmp_path / 'fork.sqlite3')!r})\n"
+        "store.create(Session(id='parent', protocol_version='2025-06-18'))\n"
+        "inherited = [connection for connection, _ in store.database._idle]\n"
+        "assert inherited\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    connection, _ = store.database._checkout()\n"
+        "    fresh = all(connection is not old for old in inherited)\n"
+        "    store.create(Session(id='child', protocol_version='2025-06-18'))\n"
+        "    os._exit(0 if fresh else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status), store.get('child') is not None, store.get('parent') is not None)\n"
+    )
+
+    child = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
+
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["0", "True", "True"]
+
+
 @pytest.mark.parametrize("case", ["redis"], indirect=True)
 def test_redis_refreshes_the_ttl_on_every_read(case: Case) -> None:
     assert case.redis_client is not None

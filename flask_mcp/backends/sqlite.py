@@ -28,6 +28,18 @@ _T = TypeVar("_T")
 
 logger = logging.getLogger("flask_mcp")
 
+#: This process's id, kept current by an at-fork hook: ``os.getpid()`` is a
+#: system call (glibc does not cache it), and the pool asked twice per operation.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mcp_sessions (
     id TEXT PRIMARY KEY,
@@ -77,7 +89,7 @@ class SqliteDatabase:
         #: Connections of a past epoch, closed once a new connection opens.
         self._retired: list[sqlite3.Connection] = []
         self._idle_lock = threading.Lock()
-        self._pool_pid = os.getpid()
+        self._pool_pid = _pid
         self._epoch = 0
 
     def open(self) -> sqlite3.Connection:
@@ -99,25 +111,43 @@ class SqliteDatabase:
         try:
             yield connection
         except sqlite3.Error as exc:
-            # Every connection of this process reconnects once the file works
-            # again (SQLite shares a file's state between them); until then they
-            # are set aside, not closed: closing the last one checkpoints, and on
-            # an unwritable WAL index that can kill the process with SIGBUS.
-            self._epoch += 1
-            self._retire(connection)
-            raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
+            raise self._fault(connection, exc) from exc
         except BaseException:
             self._checkin(connection, epoch)
             raise
         self._checkin(connection, epoch)
+
+    def run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``operation(connection)`` as ``with connection()`` would run it, minus
+        the generator and context-manager objects ``@contextmanager`` makes
+        per call (the session store's operations run here)."""
+        connection, epoch = self._checkout()
+        try:
+            result = operation(connection)
+        except sqlite3.Error as exc:
+            raise self._fault(connection, exc) from exc
+        except BaseException:
+            self._checkin(connection, epoch)
+            raise
+        self._checkin(connection, epoch)
+        return result
+
+    def _fault(self, connection: sqlite3.Connection, exc: sqlite3.Error) -> BackendUnavailable:
+        """Every connection of this process reconnects once the file works
+        again (SQLite shares a file's state between them); until then they are
+        set aside, not closed: closing the last one checkpoints, and on an
+        unwritable WAL index that can kill the process with SIGBUS."""
+        self._epoch += 1
+        self._retire(connection)
+        return BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}")
 
     def _checkout(self) -> tuple[sqlite3.Connection, int]:
         """An idle connection of the current epoch, or a new one. A pool rather
         than one per thread: under gevent every greenlet is a "thread", and
         each would open (and leave behind) a connection of its own."""
         with self._idle_lock:
-            if self._pool_pid != os.getpid():  # forked: the parent's connections are not ours to use
-                self._idle, self._retired, self._pool_pid = [], [], os.getpid()
+            if self._pool_pid != _pid:  # forked: the parent's connections are not ours to use
+                self._idle, self._retired, self._pool_pid = [], [], _pid
             while self._idle:
                 connection, epoch = self._idle.pop()
                 if epoch == self._epoch:
@@ -133,7 +163,7 @@ class SqliteDatabase:
             if epoch != self._epoch:
                 self._retired.append(connection)
                 return
-            if self._pool_pid == os.getpid() and len(self._idle) < self.MAX_IDLE:
+            if self._pool_pid == _pid and len(self._idle) < self.MAX_IDLE:
                 self._idle.append((connection, epoch))
                 return
         connection.close()
@@ -153,7 +183,7 @@ class SqliteDatabase:
         with self._idle_lock:
             idle, self._idle = self._idle, []
             self._epoch += 1
-        if self._pool_pid == os.getpid():
+        if self._pool_pid == _pid:
             for connection, _ in idle:
                 connection.close()
 
@@ -206,7 +236,9 @@ def _database(where: str | SqliteDatabase, io_timeout: float) -> SqliteDatabase:
 
 class SqliteSessionStore:
     """Sessions as JSON rows; the ``last_seen`` column is the idle timer,
-    refreshed by the same statement that reads the row."""
+    refreshed by the same statement that reads the row. Each operation is one
+    statement on a pooled connection (``SqliteDatabase.run``), retried once on
+    a fresh connection after a fault."""
 
     def __init__(
         self,
@@ -226,26 +258,22 @@ class SqliteSessionStore:
         self._last_prune: float | None = None
 
     def create(self, session: Session) -> None:
-        self._retried(lambda: self._create(session))
-
-    def _create(self, session: Session) -> None:
         now = self.clock()
         session.created_at = session.last_seen = now
-        with self.database.connection() as connection:
-            connection.execute(
-                "INSERT OR REPLACE INTO mcp_sessions (id, record, last_seen) VALUES (?, ?, ?)",
-                (session.id, json.dumps(session.to_dict()), now),
-            )
+        values = (session.id, json.dumps(session.to_dict()), now)
+
+        def create(connection: sqlite3.Connection) -> None:
+            connection.execute("INSERT OR REPLACE INTO mcp_sessions (id, record, last_seen) VALUES (?, ?, ?)", values)
             self._maybe_prune(connection, now)
 
-    def get(self, session_id: str) -> Session | None:
-        return self._retried(lambda: self._get(session_id))
+        self._retried(create)
 
-    def _get(self, session_id: str) -> Session | None:
+    def get(self, session_id: str) -> Session | None:
         """Read the session; the idle timer is written back only when it is more
         than ``refresh_slack`` seconds old (a read is far cheaper than a write)."""
         now = self.clock()
-        with self.database.connection() as connection:
+
+        def get(connection: sqlite3.Connection) -> str | None:
             row = connection.execute(
                 "SELECT record, last_seen FROM mcp_sessions WHERE id = ? AND last_seen >= ?",
                 (session_id, now - self.timeout),
@@ -257,17 +285,21 @@ class SqliteSessionStore:
                 connection.execute(
                     "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen < ?", (now, session_id, now)
                 )
-        session = Session.from_dict(json.loads(row[0]))
+            record: str = row[0]
+            return record
+
+        record = self._retried(get)
+        if record is None:
+            return None
+        session = Session.from_dict(json.loads(record))
         session.last_seen = now
         return session
 
     def touch(self, session_id: str) -> bool:
-        return self._retried(lambda: self._touch(session_id))
-
-    def _touch(self, session_id: str) -> bool:
         """Refresh the idle timer without reading; ``False`` if unknown or expired."""
         now = self.clock()
-        with self.database.connection() as connection:
+
+        def touch(connection: sqlite3.Connection) -> bool:
             cursor = connection.execute(
                 "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen >= ?",
                 (now, session_id, now - self.timeout),
@@ -277,33 +309,30 @@ class SqliteSessionStore:
             self._forget_expired(connection, session_id, now)
             return False
 
-    def save(self, session: Session) -> None:
-        self._retried(lambda: self._save(session))
+        return self._retried(touch)
 
-    def _save(self, session: Session) -> None:
+    def save(self, session: Session) -> None:
         """Replace the record in one statement; an expired or deleted session stays gone."""
-        now = self.clock()
-        with self.database.connection() as connection:
-            connection.execute(
-                "UPDATE mcp_sessions SET record = ? WHERE id = ? AND last_seen >= ?",
-                (json.dumps(session.to_dict()), session.id, now - self.timeout),
+        values = (json.dumps(session.to_dict()), session.id, self.clock() - self.timeout)
+        self._retried(
+            lambda connection: connection.execute(
+                "UPDATE mcp_sessions SET record = ? WHERE id = ? AND last_seen >= ?", values
             )
+        )
 
     def delete(self, session_id: str) -> bool:
-        return self._retried(lambda: self._delete(session_id))
+        return self._retried(
+            lambda connection: connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
+        )
 
-    def _delete(self, session_id: str) -> bool:
-        with self.database.connection() as connection:
-            return connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
-
-    def _retried(self, operation: Callable[[], _T]) -> _T:
+    def _retried(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run a store operation, once more on a fresh connection if it failed:
         a connection kept from before a fault (a file made read-only, then fixed)
         can stay broken when a new one works."""
         try:
-            return operation()
+            return self.database.run(operation)
         except BackendUnavailable:
-            return operation()
+            return self.database.run(operation)
 
     def __len__(self) -> int:
         """Live sessions (for tests and diagnostics)."""
