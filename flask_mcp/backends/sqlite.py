@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS mcp_sessions (
     record TEXT NOT NULL,
     last_seen REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS mcp_sessions_last_seen ON mcp_sessions (last_seen);
+-- Expired sessions are found in rowid order (see SqliteSessionStore._prune):
+-- the index on last_seen that earlier versions made cost each create a page.
+DROP INDEX IF EXISTS mcp_sessions_last_seen;
 CREATE TABLE IF NOT EXISTS mcp_messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     channel TEXT NOT NULL,
@@ -234,11 +236,19 @@ def _database(where: str | SqliteDatabase, io_timeout: float) -> SqliteDatabase:
     return where if isinstance(where, SqliteDatabase) else SqliteDatabase(where, io_timeout=io_timeout)
 
 
+#: Refresh a session's idle timer and move its row to the end of the table
+#: (a new, highest rowid), which keeps rowid order in idle order for ``_prune``.
+_REFRESH = "UPDATE mcp_sessions SET rowid = (SELECT MAX(rowid) FROM mcp_sessions) + 1, last_seen = ? WHERE id = ?"
+_REFRESH_STALE = _REFRESH + " AND last_seen < ?"
+_REFRESH_LIVE = _REFRESH + " AND last_seen >= ?"
+
+
 class SqliteSessionStore:
-    """Sessions as JSON rows; the ``last_seen`` column is the idle timer,
-    refreshed by the same statement that reads the row. Each operation is one
-    statement on a pooled connection (``SqliteDatabase.run``), retried once on
-    a fresh connection after a fault."""
+    """Sessions as JSON rows; the ``last_seen`` column is the idle timer, and
+    rowid order is idle order (a refresh moves the row to the end), which is
+    how expired rows are found without an index. Each operation runs on a
+    pooled connection (``SqliteDatabase.run``), once more on a fresh one after
+    a fault."""
 
     def __init__(
         self,
@@ -255,6 +265,8 @@ class SqliteSessionStore:
         self.prune_interval = prune_interval
         #: How stale ``last_seen`` may get before a read refreshes it.
         self.refresh_slack = min(60.0, timeout / 10)
+        #: Rows a prune reads per batch, oldest first.
+        self.prune_batch = 500
         self._last_prune: float | None = None
 
     def create(self, session: Session) -> None:
@@ -282,9 +294,7 @@ class SqliteSessionStore:
                 self._forget_expired(connection, session_id, now)
                 return None
             if now - row[1] > self.refresh_slack:
-                connection.execute(
-                    "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen < ?", (now, session_id, now)
-                )
+                connection.execute(_REFRESH_STALE, (now, session_id, now))
             record: str = row[0]
             return record
 
@@ -300,10 +310,7 @@ class SqliteSessionStore:
         now = self.clock()
 
         def touch(connection: sqlite3.Connection) -> bool:
-            cursor = connection.execute(
-                "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen >= ?",
-                (now, session_id, now - self.timeout),
-            )
+            cursor = connection.execute(_REFRESH_LIVE, (now, session_id, now - self.timeout))
             if cursor.rowcount > 0:
                 return True
             self._forget_expired(connection, session_id, now)
@@ -351,7 +358,36 @@ class SqliteSessionStore:
         if self._last_prune is not None and now - self._last_prune < self.prune_interval:
             return
         self._last_prune = now
-        connection.execute("DELETE FROM mcp_sessions WHERE last_seen < ?", (now - self.timeout,))
+        self._prune(connection, now - self.timeout)
+
+    def _prune(self, connection: sqlite3.Connection, cutoff: float) -> None:
+        """Every write of ``last_seen`` gives the row a new, highest rowid, so
+        rowid order is idle order and the expired rows come first: read them
+        oldest first, a batch at a time, and delete the expired ones, until a
+        batch holds a live row. No index on ``last_seen`` is needed (it cost
+        every create a third B-tree page), and the reads hold up no writer.
+        Rows can be out of order (written by an earlier version, or before the
+        clock stepped back): a live one then stops a prune, but each prune
+        still deletes the expired rows of its first batch."""
+        after = -(2**63)
+        while True:
+            rows = connection.execute(
+                "SELECT rowid, last_seen FROM mcp_sessions WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, self.prune_batch),
+            ).fetchall()
+            expired = [(rowid, cutoff) for rowid, last_seen in rows if last_seen < cutoff]
+            if expired:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    connection.executemany("DELETE FROM mcp_sessions WHERE rowid = ? AND last_seen < ?", expired)
+                    connection.execute("COMMIT")
+                except BaseException:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+            if len(expired) < self.prune_batch:
+                return
+            after = rows[-1][0]
 
 
 class _Poller:
