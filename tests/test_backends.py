@@ -641,6 +641,36 @@ def test_sqlite_file_of_an_earlier_version_keeps_working_without_its_last_seen_i
     assert len(store) == 2
 
 
+def test_sqlite_session_data_that_utf8_cannot_carry_reads_back(tmp_path: Path) -> None:
+    """A lone surrogate (a client can send one as a JSON escape) falls back to
+    the stdlib's ASCII escapes; a big integer stays exact."""
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"))
+    session = full_session()
+    session.client_info = {"name": "\ud800 and ü"}
+    session.data = {"big": 2**70}
+    store.create(session)
+
+    got = store.get(session.id)
+
+    assert got is not None
+    assert (got.client_info, got.data) == ({"name": "\ud800 and ü"}, {"big": 2**70})
+
+
+def test_sqlite_reads_a_record_with_nan_written_by_an_earlier_version(tmp_path: Path) -> None:
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"))
+    session = full_session()
+    store.create(session)
+    record = json.dumps({**session.to_dict(), "data": {"x": float("inf")}})  # the stdlib writes Infinity
+    with sqlite3.connect(store.database.path) as connection:
+        connection.execute("UPDATE mcp_sessions SET record = ? WHERE id = ?", (record, session.id))
+    connection.close()
+
+    got = store.get(session.id)
+
+    assert got is not None
+    assert got.data == {"x": float("inf")}
+
+
 def test_sqlite_prunes_old_messages_when_publishing(tmp_path: Path) -> None:
     bus = SqliteMessageBus(str(tmp_path / "m.sqlite3"), retention=60, prune_interval=0)
     bus.publish("old", {"n": 1})
