@@ -568,6 +568,109 @@ def test_sqlite_prunes_expired_sessions_when_creating(tmp_path: Path) -> None:
     assert count == 1
 
 
+def _session_ids(path: str) -> list[str]:
+    """The ids in the sessions table, in rowid order."""
+    with sqlite3.connect(path) as connection:
+        ids = [row[0] for row in connection.execute("SELECT id FROM mcp_sessions ORDER BY rowid")]
+    connection.close()
+    return ids
+
+
+def test_sqlite_a_session_kept_alive_by_reads_is_not_in_the_way_of_pruning(tmp_path: Path) -> None:
+    """A refresh moves the row to the end, so the expired rows stay the first
+    ones (pruning reads oldest first and stops at a live row)."""
+    clock = FakeClock()
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"), timeout=TIMEOUT, clock=clock, prune_interval=10)
+    store.prune_batch = 1
+    kept, idle = full_session("kept"), full_session("idle")
+    store.create(kept)
+    store.create(idle)
+    clock.advance(TIMEOUT / 2)
+    assert store.get("kept") is not None  # staler than refresh_slack: written back
+    assert store.touch("kept")
+    clock.advance(TIMEOUT / 2 + 1)
+    store.create(full_session("new"))
+
+    assert _session_ids(store.database.path) == ["kept", "new"]
+    assert store.get("kept") is not None
+
+
+def test_sqlite_pruning_gets_past_a_live_row_that_is_out_of_order(tmp_path: Path) -> None:
+    """Rows an earlier version refreshed in place (or written before the clock
+    stepped back) can sit before expired ones: each prune still deletes the
+    expired rows of its first batch."""
+    clock = FakeClock()
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"), timeout=TIMEOUT, clock=clock, prune_interval=0)
+    store.prune_batch = 3
+    for name in ("live", "old1", "old2", "old3", "old4"):
+        store.create(full_session(name))
+    clock.advance(TIMEOUT + 1)
+    with sqlite3.connect(store.database.path) as connection:  # refreshed in place, as before this version
+        connection.execute("UPDATE mcp_sessions SET last_seen = ? WHERE id = 'live'", (clock.now,))
+    connection.close()
+
+    store.create(full_session("new1"))
+    assert _session_ids(store.database.path) == ["live", "old3", "old4", "new1"]
+    store.create(full_session("new2"))
+    assert _session_ids(store.database.path) == ["live", "new1", "new2"]
+
+
+def test_sqlite_file_of_an_earlier_version_keeps_working_without_its_last_seen_index(tmp_path: Path) -> None:
+    path = str(tmp_path / "old.sqlite3")
+    session = full_session()
+    with sqlite3.connect(path) as connection:
+        connection.executescript(
+            "PRAGMA journal_mode=WAL;"
+            "CREATE TABLE mcp_sessions (id TEXT PRIMARY KEY, record TEXT NOT NULL, last_seen REAL NOT NULL);"
+            "CREATE INDEX mcp_sessions_last_seen ON mcp_sessions (last_seen);"
+        )
+        connection.execute(
+            "INSERT INTO mcp_sessions VALUES (?, ?, ?)", (session.id, json.dumps(session.to_dict()), time.time())
+        )
+    connection.close()
+    store = SqliteSessionStore(path)
+
+    got = store.get(session.id)
+    store.create(full_session("another"))
+
+    assert got is not None and got.to_dict() | {"last_seen": 0} == session.to_dict() | {"last_seen": 0}
+    with sqlite3.connect(path) as connection:
+        indexes = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")]
+    connection.close()
+    assert "mcp_sessions_last_seen" not in indexes
+    assert len(store) == 2
+
+
+def test_sqlite_session_data_that_utf8_cannot_carry_reads_back(tmp_path: Path) -> None:
+    """A lone surrogate (a client can send one as a JSON escape) falls back to
+    the stdlib's ASCII escapes; a big integer stays exact."""
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"))
+    session = full_session()
+    session.client_info = {"name": "\ud800 and ü"}
+    session.data = {"big": 2**70}
+    store.create(session)
+
+    got = store.get(session.id)
+
+    assert got is not None
+    assert (got.client_info, got.data) == ({"name": "\ud800 and ü"}, {"big": 2**70})
+
+
+def test_sqlite_reads_a_record_with_nan_written_by_an_earlier_version(tmp_path: Path) -> None:
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"))
+    session = full_session()
+    store.create(session)
+    record = json.dumps({**session.to_dict(), "data": {"x": float("inf")}})  # the stdlib writes Infinity
+    with sqlite3.connect(store.database.path) as connection:
+        connection.execute("UPDATE mcp_sessions SET record = ? WHERE id = ?", (record, session.id))
+    connection.close()
+
+    got = store.get(session.id)
+
+    assert got is not None
+    assert got.data == {"x": float("inf")}
+
+
 def test_sqlite_prunes_old_messages_when_publishing(tmp_path: Path) -> None:
     bus = SqliteMessageBus(str(tmp_path / "m.sqlite3"), retention=60, prune_interval=0)
     bus.publish("old", {"n": 1})
@@ -616,6 +719,35 @@ def test_sqlite_uses_write_ahead_logging(tmp_path: Path) -> None:
         mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
     connection.close()
     assert mode == "wal"
+
+
+def test_sqlite_a_forked_child_opens_connections_of_its_own(tmp_path: Path) -> None:
+    """The pool learns of a fork from an at-fork hook (not from a getpid()
+    system call per operation); the child must not reuse the parent's
+    connections. Forked in a fresh interpreter: pytest's own threads make
+    fork() warn."""
+    code = (
+        "import os\n"
+        "from flask_mcp.backends.sqlite import SqliteSessionStore\n"
+        "from flask_mcp.protocol.session import Session\n"
+        f"store = SqliteSessionStore({str(tmp_path / 'fork.sqlite3')!r})\n"
+        "store.create(Session(id='parent', protocol_version='2025-06-18'))\n"
+        "inherited = [connection for connection, _ in store.database._idle]\n"
+        "assert inherited\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    connection, _ = store.database._checkout()\n"
+        "    fresh = all(connection is not old for old in inherited)\n"
+        "    store.create(Session(id='child', protocol_version='2025-06-18'))\n"
+        "    os._exit(0 if fresh else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status), store.get('child') is not None, store.get('parent') is not None)\n"
+    )
+
+    child = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
+
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["0", "True", "True"]
 
 
 @pytest.mark.parametrize("case", ["redis"], indirect=True)

@@ -86,6 +86,15 @@ def test_a_session_record_holds_every_field_and_reads_back_equal() -> None:
     assert Session.from_dict(json.loads(json.dumps(record))) == session
 
 
+def test_a_session_record_of_another_version_reads_back_with_what_it_has() -> None:
+    session = Session(id="abc", protocol_version="2025-11-25", principal="alice", data={"k": [1]})
+    record = json.loads(json.dumps(session.to_dict()))
+
+    assert Session.from_dict({**record, "added_later": True}) == session
+    older = {key: value for key, value in record.items() if key not in ("principal", "data")}
+    assert Session.from_dict(older) == Session(id="abc", protocol_version="2025-11-25")
+
+
 def test_the_endpoint_url_is_built_once_and_only_when_asked_for() -> None:
     built: list[str] = []
 

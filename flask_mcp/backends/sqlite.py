@@ -16,8 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from ..protocol import jsonrpc
+from ..protocol.errors import MCPError
 from ..protocol.events import Event
 from ..protocol.session import Session
 from ..protocol.tasks import TaskRecord
@@ -28,13 +30,27 @@ _T = TypeVar("_T")
 
 logger = logging.getLogger("flask_mcp")
 
+#: This process's id, kept current by an at-fork hook: ``os.getpid()`` is a
+#: system call (glibc does not cache it), and the pool asked twice per operation.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mcp_sessions (
     id TEXT PRIMARY KEY,
     record TEXT NOT NULL,
     last_seen REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS mcp_sessions_last_seen ON mcp_sessions (last_seen);
+-- Expired sessions are found in rowid order (see SqliteSessionStore._prune):
+-- the index on last_seen that earlier versions made cost each create a page.
+DROP INDEX IF EXISTS mcp_sessions_last_seen;
 CREATE TABLE IF NOT EXISTS mcp_messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     channel TEXT NOT NULL,
@@ -77,7 +93,7 @@ class SqliteDatabase:
         #: Connections of a past epoch, closed once a new connection opens.
         self._retired: list[sqlite3.Connection] = []
         self._idle_lock = threading.Lock()
-        self._pool_pid = os.getpid()
+        self._pool_pid = _pid
         self._epoch = 0
 
     def open(self) -> sqlite3.Connection:
@@ -99,25 +115,43 @@ class SqliteDatabase:
         try:
             yield connection
         except sqlite3.Error as exc:
-            # Every connection of this process reconnects once the file works
-            # again (SQLite shares a file's state between them); until then they
-            # are set aside, not closed: closing the last one checkpoints, and on
-            # an unwritable WAL index that can kill the process with SIGBUS.
-            self._epoch += 1
-            self._retire(connection)
-            raise BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}") from exc
+            raise self._fault(connection, exc) from exc
         except BaseException:
             self._checkin(connection, epoch)
             raise
         self._checkin(connection, epoch)
+
+    def run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``operation(connection)`` as ``with connection()`` would run it, minus
+        the generator and context-manager objects ``@contextmanager`` makes
+        per call (the session store's operations run here)."""
+        connection, epoch = self._checkout()
+        try:
+            result = operation(connection)
+        except sqlite3.Error as exc:
+            raise self._fault(connection, exc) from exc
+        except BaseException:
+            self._checkin(connection, epoch)
+            raise
+        self._checkin(connection, epoch)
+        return result
+
+    def _fault(self, connection: sqlite3.Connection, exc: sqlite3.Error) -> BackendUnavailable:
+        """Every connection of this process reconnects once the file works
+        again (SQLite shares a file's state between them); until then they are
+        set aside, not closed: closing the last one checkpoints, and on an
+        unwritable WAL index that can kill the process with SIGBUS."""
+        self._epoch += 1
+        self._retire(connection)
+        return BackendUnavailable(f"SQLite file {self.path} is unavailable: {exc}")
 
     def _checkout(self) -> tuple[sqlite3.Connection, int]:
         """An idle connection of the current epoch, or a new one. A pool rather
         than one per thread: under gevent every greenlet is a "thread", and
         each would open (and leave behind) a connection of its own."""
         with self._idle_lock:
-            if self._pool_pid != os.getpid():  # forked: the parent's connections are not ours to use
-                self._idle, self._retired, self._pool_pid = [], [], os.getpid()
+            if self._pool_pid != _pid:  # forked: the parent's connections are not ours to use
+                self._idle, self._retired, self._pool_pid = [], [], _pid
             while self._idle:
                 connection, epoch = self._idle.pop()
                 if epoch == self._epoch:
@@ -133,7 +167,7 @@ class SqliteDatabase:
             if epoch != self._epoch:
                 self._retired.append(connection)
                 return
-            if self._pool_pid == os.getpid() and len(self._idle) < self.MAX_IDLE:
+            if self._pool_pid == _pid and len(self._idle) < self.MAX_IDLE:
                 self._idle.append((connection, epoch))
                 return
         connection.close()
@@ -153,7 +187,7 @@ class SqliteDatabase:
         with self._idle_lock:
             idle, self._idle = self._idle, []
             self._epoch += 1
-        if self._pool_pid == os.getpid():
+        if self._pool_pid == _pid:
             for connection, _ in idle:
                 connection.close()
 
@@ -204,9 +238,40 @@ def _database(where: str | SqliteDatabase, io_timeout: float) -> SqliteDatabase:
     return where if isinstance(where, SqliteDatabase) else SqliteDatabase(where, io_timeout=io_timeout)
 
 
+def _dump_record(record: dict[str, Any]) -> str:
+    """A session record as JSON: orjson when installed (through
+    ``jsonrpc.encode``; ten times quicker than the stdlib on a record),
+    the stdlib's ASCII escapes for strings UTF-8 cannot carry (lone
+    surrogates). With orjson, NaN and infinities are stored as null."""
+    try:
+        return jsonrpc.encode(record).decode()
+    except UnicodeEncodeError:
+        return json.dumps(record)
+
+
+def _load_record(text: str) -> Any:
+    """A stored session record: orjson when installed (through
+    ``jsonrpc.parse_body``), the stdlib for what that path refuses
+    (NaN written by an earlier version, nesting past its depth limit)."""
+    try:
+        return jsonrpc.parse_body(text.encode())
+    except MCPError:
+        return json.loads(text)
+
+
+#: Refresh a session's idle timer and move its row to the end of the table
+#: (a new, highest rowid), which keeps rowid order in idle order for ``_prune``.
+_REFRESH = "UPDATE mcp_sessions SET rowid = (SELECT MAX(rowid) FROM mcp_sessions) + 1, last_seen = ? WHERE id = ?"
+_REFRESH_STALE = _REFRESH + " AND last_seen < ?"
+_REFRESH_LIVE = _REFRESH + " AND last_seen >= ?"
+
+
 class SqliteSessionStore:
-    """Sessions as JSON rows; the ``last_seen`` column is the idle timer,
-    refreshed by the same statement that reads the row."""
+    """Sessions as JSON rows; the ``last_seen`` column is the idle timer, and
+    rowid order is idle order (a refresh moves the row to the end), which is
+    how expired rows are found without an index. Each operation runs on a
+    pooled connection (``SqliteDatabase.run``), once more on a fresh one after
+    a fault."""
 
     def __init__(
         self,
@@ -223,29 +288,27 @@ class SqliteSessionStore:
         self.prune_interval = prune_interval
         #: How stale ``last_seen`` may get before a read refreshes it.
         self.refresh_slack = min(60.0, timeout / 10)
+        #: Rows a prune reads per batch, oldest first.
+        self.prune_batch = 500
         self._last_prune: float | None = None
 
     def create(self, session: Session) -> None:
-        self._retried(lambda: self._create(session))
-
-    def _create(self, session: Session) -> None:
         now = self.clock()
         session.created_at = session.last_seen = now
-        with self.database.connection() as connection:
-            connection.execute(
-                "INSERT OR REPLACE INTO mcp_sessions (id, record, last_seen) VALUES (?, ?, ?)",
-                (session.id, json.dumps(session.to_dict()), now),
-            )
+        values = (session.id, _dump_record(session.to_dict()), now)
+
+        def create(connection: sqlite3.Connection) -> None:
+            connection.execute("INSERT OR REPLACE INTO mcp_sessions (id, record, last_seen) VALUES (?, ?, ?)", values)
             self._maybe_prune(connection, now)
 
-    def get(self, session_id: str) -> Session | None:
-        return self._retried(lambda: self._get(session_id))
+        self._retried(create)
 
-    def _get(self, session_id: str) -> Session | None:
+    def get(self, session_id: str) -> Session | None:
         """Read the session; the idle timer is written back only when it is more
         than ``refresh_slack`` seconds old (a read is far cheaper than a write)."""
         now = self.clock()
-        with self.database.connection() as connection:
+
+        def get(connection: sqlite3.Connection) -> str | None:
             row = connection.execute(
                 "SELECT record, last_seen FROM mcp_sessions WHERE id = ? AND last_seen >= ?",
                 (session_id, now - self.timeout),
@@ -254,56 +317,52 @@ class SqliteSessionStore:
                 self._forget_expired(connection, session_id, now)
                 return None
             if now - row[1] > self.refresh_slack:
-                connection.execute(
-                    "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen < ?", (now, session_id, now)
-                )
-        session = Session.from_dict(json.loads(row[0]))
+                connection.execute(_REFRESH_STALE, (now, session_id, now))
+            record: str = row[0]
+            return record
+
+        record = self._retried(get)
+        if record is None:
+            return None
+        session = Session.from_dict(_load_record(record))
         session.last_seen = now
         return session
 
     def touch(self, session_id: str) -> bool:
-        return self._retried(lambda: self._touch(session_id))
-
-    def _touch(self, session_id: str) -> bool:
         """Refresh the idle timer without reading; ``False`` if unknown or expired."""
         now = self.clock()
-        with self.database.connection() as connection:
-            cursor = connection.execute(
-                "UPDATE mcp_sessions SET last_seen = ? WHERE id = ? AND last_seen >= ?",
-                (now, session_id, now - self.timeout),
-            )
+
+        def touch(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(_REFRESH_LIVE, (now, session_id, now - self.timeout))
             if cursor.rowcount > 0:
                 return True
             self._forget_expired(connection, session_id, now)
             return False
 
-    def save(self, session: Session) -> None:
-        self._retried(lambda: self._save(session))
+        return self._retried(touch)
 
-    def _save(self, session: Session) -> None:
+    def save(self, session: Session) -> None:
         """Replace the record in one statement; an expired or deleted session stays gone."""
-        now = self.clock()
-        with self.database.connection() as connection:
-            connection.execute(
-                "UPDATE mcp_sessions SET record = ? WHERE id = ? AND last_seen >= ?",
-                (json.dumps(session.to_dict()), session.id, now - self.timeout),
+        values = (_dump_record(session.to_dict()), session.id, self.clock() - self.timeout)
+        self._retried(
+            lambda connection: connection.execute(
+                "UPDATE mcp_sessions SET record = ? WHERE id = ? AND last_seen >= ?", values
             )
+        )
 
     def delete(self, session_id: str) -> bool:
-        return self._retried(lambda: self._delete(session_id))
+        return self._retried(
+            lambda connection: connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
+        )
 
-    def _delete(self, session_id: str) -> bool:
-        with self.database.connection() as connection:
-            return connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
-
-    def _retried(self, operation: Callable[[], _T]) -> _T:
+    def _retried(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run a store operation, once more on a fresh connection if it failed:
         a connection kept from before a fault (a file made read-only, then fixed)
         can stay broken when a new one works."""
         try:
-            return operation()
+            return self.database.run(operation)
         except BackendUnavailable:
-            return operation()
+            return self.database.run(operation)
 
     def __len__(self) -> int:
         """Live sessions (for tests and diagnostics)."""
@@ -322,7 +381,36 @@ class SqliteSessionStore:
         if self._last_prune is not None and now - self._last_prune < self.prune_interval:
             return
         self._last_prune = now
-        connection.execute("DELETE FROM mcp_sessions WHERE last_seen < ?", (now - self.timeout,))
+        self._prune(connection, now - self.timeout)
+
+    def _prune(self, connection: sqlite3.Connection, cutoff: float) -> None:
+        """Every write of ``last_seen`` gives the row a new, highest rowid, so
+        rowid order is idle order and the expired rows come first: read them
+        oldest first, a batch at a time, and delete the expired ones, until a
+        batch holds a live row. No index on ``last_seen`` is needed (it cost
+        every create a third B-tree page), and the reads hold up no writer.
+        Rows can be out of order (written by an earlier version, or before the
+        clock stepped back): a live one then stops a prune, but each prune
+        still deletes the expired rows of its first batch."""
+        after = -(2**63)
+        while True:
+            rows = connection.execute(
+                "SELECT rowid, last_seen FROM mcp_sessions WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, self.prune_batch),
+            ).fetchall()
+            expired = [(rowid, cutoff) for rowid, last_seen in rows if last_seen < cutoff]
+            if expired:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    connection.executemany("DELETE FROM mcp_sessions WHERE rowid = ? AND last_seen < ?", expired)
+                    connection.execute("COMMIT")
+                except BaseException:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+            if len(expired) < self.prune_batch:
+                return
+            after = rows[-1][0]
 
 
 class _Poller:

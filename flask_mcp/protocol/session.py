@@ -52,10 +52,24 @@ class Session:
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> Session:
         """A session from its stored record; keys it does not know (written by
-        another version) are ignored."""
+        another version) are ignored, and missing ones take their defaults."""
         try:
-            return cls(**record)
-        except TypeError:
+            # Positional: a parsed record's keys are not interned, so passing
+            # them as keywords (matched to the parameters by string comparison)
+            # took longer than parsing the record.
+            return cls(
+                record["id"],
+                record["protocol_version"],
+                record["client_info"],
+                record["client_capabilities"],
+                record["log_level"],
+                record["principal"],
+                record["initialized"],
+                record["created_at"],
+                record["last_seen"],
+                record["data"],
+            )
+        except KeyError:
             known = {k: v for k, v in record.items() if k in cls.__dataclass_fields__}
             return cls(**known)
 
