@@ -5,6 +5,7 @@ real: SQLite files, the Redis server on 127.0.0.1:6379, child processes."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import signal
 import socket
@@ -654,6 +655,20 @@ def test_sqlite_session_data_that_utf8_cannot_carry_reads_back(tmp_path: Path) -
 
     assert got is not None
     assert (got.client_info, got.data) == ({"name": "\ud800 and ü"}, {"big": 2**70})
+
+
+def test_sqlite_keeps_nan_and_infinities_in_app_data(tmp_path: Path) -> None:
+    """orjson would store them as null: records with app data go through the stdlib."""
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"))
+    session = full_session()
+    store.create(session)
+    session.data = {"ratio": float("nan"), "limit": float("inf"), "floor": float("-inf")}
+    store.save(session)
+
+    got = store.get(session.id)
+
+    assert got is not None
+    assert math.isnan(got.data["ratio"]) and got.data["limit"] == float("inf") and got.data["floor"] == float("-inf")
 
 
 def test_sqlite_reads_a_record_with_nan_written_by_an_earlier_version(tmp_path: Path) -> None:

@@ -239,10 +239,14 @@ def _database(where: str | SqliteDatabase, io_timeout: float) -> SqliteDatabase:
 
 
 def _dump_record(record: dict[str, Any]) -> str:
-    """A session record as JSON: orjson when installed (through
-    ``jsonrpc.encode``; ten times quicker than the stdlib on a record),
-    the stdlib's ASCII escapes for strings UTF-8 cannot carry (lone
-    surrogates). With orjson, NaN and infinities are stored as null."""
+    """A session record as JSON. A record without app data (every new
+    session) holds only what came in as JSON, so orjson (through
+    ``jsonrpc.encode``; ten times quicker than the stdlib) writes it exactly.
+    App data may hold NaN or infinities, which orjson would store as null:
+    the stdlib writes those records, as it writes strings UTF-8 cannot carry
+    (lone surrogates)."""
+    if record.get("data"):
+        return json.dumps(record)
     try:
         return jsonrpc.encode(record).decode()
     except UnicodeEncodeError:
