@@ -138,7 +138,8 @@ def _post() -> Response:
     _guard(state, req)
     principal = _caller(state) if state.checks_callers else None
     environ = req.environ
-    wants_stream = _negotiate_media(req)
+    accept = environ.get("HTTP_ACCEPT")
+    wants_stream = False if accept is None or accept in _USUAL_ACCEPT else _negotiate_media(req)
     if environ.get("CONTENT_TYPE") != JSON and req.mimetype != JSON:  # the usual value needs no parsing
         raise UnsupportedContentType(
             f"Content-Type must be {JSON} (got {req.content_type or 'none'!r})."

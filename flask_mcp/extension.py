@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Callable, Sequence
@@ -138,7 +139,7 @@ class MCP(ServerSurface):
                 cache_scope=settings.cache_scope,
                 max_json_depth=settings.max_json_depth,
             ),
-            instructions=lambda request: self._instructions_for(request, static_instructions),
+            instructions=functools.partial(self._instructions_for, fallback=static_instructions),  # no lambda frame
             state_key=_request_state_key,
             bus=backend.bus,
             events=backend.events,

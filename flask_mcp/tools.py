@@ -114,7 +114,7 @@ class Tool:
             require_scopes(self.scopes, request, f"Tool {self.name!r}")  # 403 insufficient_scope
         if self.rate_limit:
             current_app.extensions["mcp"].rate_limits.hit_tool(self.name, self.rate_limit, request)  # 429
-        kwargs = self._arguments(arguments)
+        kwargs = self.input.validate(arguments) if self.input is not None else self._arguments(arguments)
         if self.input is not None and self.input.context_param:
             kwargs[self.input.context_param] = Context(request)
         if request.task is not None and self.task_start == "call":
@@ -136,8 +136,7 @@ class Tool:
         return self._convert(value)
 
     def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        if self.input is not None:
-            return self.input.validate(arguments)
+        """Arguments for a tool declared with its own ``input_schema`` (no model to validate with)."""
         try:
             inspect.signature(self.fn).bind(**arguments)
         except TypeError as exc:
