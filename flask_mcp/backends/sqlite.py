@@ -255,10 +255,10 @@ def _dump_record(record: dict[str, Any]) -> str:
 
 def _load_record(text: str) -> Any:
     """A stored session record: orjson when installed (through
-    ``jsonrpc.parse_body``), the stdlib for what that path refuses
-    (NaN written by an earlier version, nesting past its depth limit)."""
+    ``jsonrpc.decode_exact``), the stdlib for what that path refuses (NaN
+    and infinities in app data)."""
     try:
-        return jsonrpc.parse_body(text.encode())
+        return jsonrpc.decode_exact(text.encode())
     except MCPError:
         return json.loads(text)
 
