@@ -145,3 +145,59 @@ def test_one_extension_on_two_apps_keeps_both_current() -> None:
         return "hi"
 
     assert "prompts" in _discover(first) and "prompts" in _discover(second)
+
+
+def test_a_prepared_list_encodes_as_its_items() -> None:
+    from flask_mcp.protocol import jsonrpc
+
+    items = [{"name": "a", "inputSchema": {"type": "object"}}, {"name": "b"}]
+    prepared_items = jsonrpc.prepared_list(items)
+    assert prepared_items == items and prepared_items is not items
+    assert json.loads(jsonrpc.encode({"tools": prepared_items, "id": 2**70})) == {"tools": items, "id": 2**70}
+    assert jsonrpc.encode({"tools": prepared_items}) == jsonrpc.encode_stdlib({"tools": items})
+
+
+def test_subclasses_of_json_types_encode_as_what_they_hold() -> None:
+    from collections import OrderedDict
+
+    from flask_mcp.protocol import jsonrpc
+
+    class Shouting(str):
+        def __str__(self) -> str:
+            return "NOT THIS"
+
+    class Count(int):
+        def __int__(self) -> int:
+            return -1
+
+    payload = {"s": Shouting("quiet"), "n": Count(3), "o": OrderedDict(b=1, a=2), "l": type("L", (list,), {})([1])}
+    assert json.loads(jsonrpc.encode(payload)) == {"s": "quiet", "n": 3, "o": {"b": 1, "a": 2}, "l": [1]}
+
+
+def test_tools_list_serves_the_prepared_listing_and_follows_changes() -> None:
+    app = Flask("listing")
+    app.config["MCP_BACKEND"] = "memory://"
+    mcp = MCP(app, name="listing", version="1")
+
+    @mcp.tool
+    def first(text: str) -> str:
+        return text
+
+    def names() -> list[str]:
+        answer = app.test_client().post("/mcp", data=json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+        ), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": V, "Mcp-Method": "tools/list"})
+        assert answer.status_code == 200
+        tools = answer.get_json()["result"]["tools"]
+        assert tools[0]["inputSchema"]["properties"]["text"]["type"] == "string"
+        return [tool["name"] for tool in tools]
+
+    assert names() == ["first"]
+    assert names() == ["first"]  # served from the prepared listing
+
+    @mcp.tool
+    def second() -> str:
+        return "2"
+
+    assert names() == ["first", "second"]

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import jsonrpc
 from .errors import InternalError, InvalidParams, MissingClientCapability
 from .features import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutcome, ToolProvider
 from .headers import check_param_headers
@@ -65,6 +66,8 @@ class Methods:
         self.state_key = state_key
         self.clock = clock
         self._tool_listings: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        #: Whole listings with their JSON prepared, per revision, keyed by the listing they copy.
+        self._prepared_listings: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
         #: Capabilities per revision, with the tools' generation they were built at.
         self._capabilities: dict[str, tuple[int, dict[str, Any]]] = {}
         self._cache_lock = threading.Lock()
@@ -198,6 +201,16 @@ class Methods:
             result["cacheScope"] = self.options.cache_scope
         return result
 
+    def _whole_listing(self, revision: Revision, listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The listing as one page, its JSON prepared once per revision and set
+        of tools (answers copy the bytes instead of serializing 50 schemas)."""
+        cached = self._prepared_listings.get(revision.version)
+        if cached is not None and cached[0] is listing:
+            return cached[1]
+        prepared = jsonrpc.prepared_list(listing)
+        self._prepared_listings[revision.version] = (listing, prepared)
+        return prepared
+
     def _tool_listing(self, revision: Revision) -> list[dict[str, Any]]:
         """The tools as this revision knows them, rebuilt only when the set changes."""
         generation = self.tools.generation
@@ -212,7 +225,11 @@ class Methods:
         listing = self._tool_listing(request.revision)
         if request.auth is not None:  # each caller sees what it may call: filtered after the cache
             listing = [t for t in listing if (e := self.tools.find(t["name"])) is not None and e.visible_to(request)]
-        tools, next_cursor = page(listing, request.params.get("cursor"), self.options.page_size)
+        cursor = request.params.get("cursor")
+        if cursor is None and request.auth is None and len(listing) <= self.options.page_size:
+            tools, next_cursor = self._whole_listing(request.revision, listing), None
+        else:
+            tools, next_cursor = page(listing, cursor, self.options.page_size)
         result: dict[str, Any] = {"tools": tools}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
