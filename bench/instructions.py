@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import REDIS_URL, ROOT, VBIN, WORKLOADS, free_port, open_session  # noqa: E402
+from run import REDIS_URL, ROOT, VBIN, WORKLOADS, children, free_port, open_session  # noqa: E402
 
 FLOOR_APP = "bench.apps.floor_app:app"
 MCP_APP = "bench.apps.flask_mcp_app:app"
@@ -66,7 +66,7 @@ class CallgrindWorker:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited; see {self.out_dir}/server.log")
-            kids = _children(self.proc.pid)
+            kids = children(self.proc.pid)
             if kids and _answers(self.port):
                 return kids[0]
             time.sleep(0.5)
@@ -97,14 +97,6 @@ class CallgrindWorker:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
         self.log.close()
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
 
 
 def _answers(port: int) -> bool:

@@ -244,28 +244,24 @@ def _accepts_stream(req: Request) -> bool:
 
 def _read_body(req: Request, limit: int, app: Flask) -> bytes:
     environ = req.environ
+    # Read straight from wsgi.input when nothing has touched Werkzeug's stream
+    # yet and the server does not terminate the input itself (then Werkzeug's
+    # wrapper, with its own checks, is used).
+    untouched = "stream" not in req.__dict__ and not environ.get("wsgi.input_terminated")
     value = environ.get("CONTENT_LENGTH")
-    plain = (  # the usual request: a plain length, nothing has read the stream, the server does not cut it
-        value is not None and value.isascii() and value.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ
-        and "stream" not in req.__dict__ and not environ.get("wsgi.input_terminated")
+    plain = (  # the usual request: a plain length, parsed here without Werkzeug's helpers
+        untouched and value is not None and value.isascii() and value.isdigit()
+        and "HTTP_TRANSFER_ENCODING" not in environ
     )
     length = int(value) if plain else get_content_length(environ)  # type: ignore[arg-type]
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
-    if plain or (length is not None and _plain_input(req)):
-        return _read_exactly(req, length, app)  # type: ignore[arg-type]
+    if length is not None and untouched:
+        return _read_exactly(req, length, app)
     body = req.stream.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
     return body
-
-
-def _plain_input(req: Request) -> bool:
-    """Whether a body of known ``Content-Length`` can be read straight from
-    ``wsgi.input``: nothing has touched Werkzeug's stream yet, and the server
-    does not terminate the input itself (then Werkzeug's wrapper, with its own
-    checks, is used)."""
-    return "stream" not in req.__dict__ and not req.environ.get("wsgi.input_terminated")
 
 
 #: Flask's own property: while the request class keeps it, the limit is read

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from flask import Flask, Response
+from werkzeug.test import TestResponse
 
 from flask_mcp import MCP
 from flask_mcp import json_response as prepared
@@ -15,6 +16,16 @@ from flask_mcp.json_response import json_response
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def post_2026(app: Flask, method: str, params: dict[str, Any], name: str | None = None) -> TestResponse:
+    """One 2026-07-28 request, with its ``_meta`` and standard headers."""
+    headers = {**JSON_HEADERS, "MCP-Protocol-Version": V, "Mcp-Method": method}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
+    return app.test_client().post("/mcp", data=json.dumps(body), headers=headers)
 
 
 def _state(response: Response) -> dict[str, Any]:
@@ -62,21 +73,14 @@ def test_after_request_hooks_see_and_change_the_answer() -> None:
         response.headers["X-Request-Cost"] = str(len(response.get_data()))
         return response
 
-    answer = app.test_client().post("/mcp", data=json.dumps(
-        {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-         "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": META}}
-    ), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": V, "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
+    answer = post_2026(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, name="echo")
     assert answer.status_code == 200
     assert answer.headers["X-Request-Cost"] == answer.headers["Content-Length"] == str(len(answer.data))
     assert answer.get_json()["result"]["content"] == [{"type": "text", "text": "hi"}]
 
 
 def _discover(app: Flask) -> dict[str, Any]:
-    answer = app.test_client().post("/mcp", data=json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}
-    ), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": V, "Mcp-Method": "server/discover"})
+    answer = post_2026(app, "server/discover", {})
     assert answer.status_code == 200
     return answer.get_json()["result"]["capabilities"]  # type: ignore[no-any-return]
 
@@ -85,7 +89,7 @@ def _initialize(app: Flask) -> dict[str, Any]:
     answer = app.test_client().post("/mcp", data=json.dumps(
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
          "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    ), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    ), headers=JSON_HEADERS)
     assert answer.status_code == 200
     return answer.get_json()["result"]["capabilities"]  # type: ignore[no-any-return]
 
@@ -184,10 +188,7 @@ def test_tools_list_serves_the_prepared_listing_and_follows_changes() -> None:
         return text
 
     def names() -> list[str]:
-        answer = app.test_client().post("/mcp", data=json.dumps(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
-        ), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                    "MCP-Protocol-Version": V, "Mcp-Method": "tools/list"})
+        answer = post_2026(app, "tools/list", {})
         assert answer.status_code == 200
         tools = answer.get_json()["result"]["tools"]
         assert tools[0]["inputSchema"]["properties"]["text"]["type"] == "string"
