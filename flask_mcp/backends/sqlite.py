@@ -25,6 +25,7 @@ from ..protocol.session import Session
 from ..protocol.tasks import TaskRecord
 from .base import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message
 from .memory import MemorySubscription
+from .stamps import ChangeStamps
 
 _T = TypeVar("_T")
 
@@ -95,6 +96,11 @@ class SqliteDatabase:
         self._idle_lock = threading.Lock()
         self._pool_pid = _pid
         self._epoch = 0
+
+    @property
+    def prepared(self) -> bool:
+        """Whether the file (and its folder and tables) has been made."""
+        return self._ready
 
     def open(self) -> sqlite3.Connection:
         """A new autocommit connection; the caller closes it."""
@@ -275,7 +281,20 @@ class SqliteSessionStore:
     rowid order is idle order (a refresh moves the row to the end), which is
     how expired rows are found without an index. Each operation runs on a
     pooled connection (``SqliteDatabase.run``), once more on a fresh one after
-    a fault."""
+    a fault.
+
+    Each process keeps the records it read, and answers a session's next
+    requests from that copy while the session's change stamp (``stamps.py``,
+    shared by every process using the file) is unchanged: every write here
+    stamps the session after committing. A copy is trusted for at most
+    ``cache_max_age`` seconds, which bounds how long a change made by
+    something that does not stamp (an older flask-mcp during a rolling
+    restart, a hand-written UPDATE) can go unseen."""
+
+    #: Seconds a cached record is trusted without reading the database (0: no cache).
+    cache_max_age = 1.0
+    #: Records kept per process (the oldest is dropped past this).
+    cache_size = 4096
 
     def __init__(
         self,
@@ -295,6 +314,10 @@ class SqliteSessionStore:
         #: Rows a prune reads per batch, oldest first.
         self.prune_batch = 500
         self._last_prune: float | None = None
+        #: session id -> (stamp read before the record, read at, last_seen, record)
+        self._cached: dict[str, tuple[int, float, float, str]] = {}
+        self._stamps: ChangeStamps | None = None
+        self._stamps_opened = False
 
     def create(self, session: Session) -> None:
         now = self.clock()
@@ -303,31 +326,47 @@ class SqliteSessionStore:
 
         def create(connection: sqlite3.Connection) -> None:
             connection.execute("INSERT OR REPLACE INTO mcp_sessions (id, record, last_seen) VALUES (?, ?, ?)", values)
+            self._changed(session.id)
             self._maybe_prune(connection, now)
 
         self._retried(create)
 
     def get(self, session_id: str) -> Session | None:
         """Read the session; the idle timer is written back only when it is more
-        than ``refresh_slack`` seconds old (a read is far cheaper than a write)."""
+        than ``refresh_slack`` seconds old (a read is far cheaper than a write).
+        A cached record unchanged since it was read needs no read at all."""
         now = self.clock()
+        stamps = self._stamps if self._stamps_opened else self._open_stamps()
+        stamp = stamps.read(session_id) if stamps is not None else 0  # before the read, see stamps.py
+        cached = self._cached.get(session_id)
+        if (
+            cached is not None and stamps is not None and cached[0] == stamp
+            and 0.0 <= now - cached[1] <= self.cache_max_age and now - cached[2] <= self.refresh_slack
+        ):
+            record = cached[3]
+        else:
 
-        def get(connection: sqlite3.Connection) -> str | None:
-            row = connection.execute(
-                "SELECT record, last_seen FROM mcp_sessions WHERE id = ? AND last_seen >= ?",
-                (session_id, now - self.timeout),
-            ).fetchone()
-            if row is None:
-                self._forget_expired(connection, session_id, now)
+            def get(connection: sqlite3.Connection) -> tuple[str, float] | None:
+                row = connection.execute(
+                    "SELECT record, last_seen FROM mcp_sessions WHERE id = ? AND last_seen >= ?",
+                    (session_id, now - self.timeout),
+                ).fetchone()
+                if row is None:
+                    self._forget_expired(connection, session_id, now)
+                    return None
+                last_seen: float = row[1]
+                if now - last_seen > self.refresh_slack:
+                    connection.execute(_REFRESH_STALE, (now, session_id, now))
+                    last_seen = now
+                return row[0], last_seen
+
+            found = self._retried(get)
+            if found is None:
+                self._cached.pop(session_id, None)
                 return None
-            if now - row[1] > self.refresh_slack:
-                connection.execute(_REFRESH_STALE, (now, session_id, now))
-            record: str = row[0]
-            return record
-
-        record = self._retried(get)
-        if record is None:
-            return None
+            record, last_seen = found
+            if stamps is not None and self.cache_max_age > 0:
+                self._cache(session_id, (stamp, now, last_seen, record))
         session = Session.from_dict(_load_record(record))
         session.last_seen = now
         return session
@@ -348,16 +387,20 @@ class SqliteSessionStore:
     def save(self, session: Session) -> None:
         """Replace the record in one statement; an expired or deleted session stays gone."""
         values = (_dump_record(session.to_dict()), session.id, self.clock() - self.timeout)
-        self._retried(
-            lambda connection: connection.execute(
-                "UPDATE mcp_sessions SET record = ? WHERE id = ? AND last_seen >= ?", values
-            )
-        )
+
+        def save(connection: sqlite3.Connection) -> None:
+            connection.execute("UPDATE mcp_sessions SET record = ? WHERE id = ? AND last_seen >= ?", values)
+            self._changed(session.id)
+
+        self._retried(save)
 
     def delete(self, session_id: str) -> bool:
-        return self._retried(
-            lambda connection: connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
-        )
+        def delete(connection: sqlite3.Connection) -> bool:
+            deleted = connection.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount > 0
+            self._changed(session_id)
+            return deleted
+
+        return self._retried(delete)
 
     def _retried(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run a store operation, once more on a fresh connection if it failed:
@@ -379,6 +422,28 @@ class SqliteSessionStore:
     def _forget_expired(self, connection: sqlite3.Connection, session_id: str, now: float) -> None:
         """An expired session, once reported gone, stays gone (whatever the clock says later)."""
         connection.execute("DELETE FROM mcp_sessions WHERE id = ? AND last_seen < ?", (session_id, now - self.timeout))
+        self._changed(session_id)
+
+    def _changed(self, session_id: str) -> None:
+        """After a committed write: stamp the session, so every process's
+        cached copy of it is read again, and drop this process's own."""
+        self._cached.pop(session_id, None)
+        stamps = self._stamps if self._stamps_opened else self._open_stamps()
+        if stamps is not None:
+            stamps.bump(session_id)
+
+    def _cache(self, session_id: str, entry: tuple[int, float, float, str]) -> None:
+        cached = self._cached
+        if len(cached) >= self.cache_size and session_id not in cached:
+            del cached[next(iter(cached))]  # the oldest entry
+        cached[session_id] = entry
+
+    def _open_stamps(self) -> ChangeStamps | None:
+        """The stamps file beside the database, once it exists (its folder is made with it)."""
+        if self.database.prepared:
+            self._stamps = ChangeStamps.open(self.database.path + "-stamps")
+            self._stamps_opened = True
+        return self._stamps
 
     def _maybe_prune(self, connection: sqlite3.Connection, now: float) -> None:
         """Delete expired rows, at most once per ``prune_interval`` per process."""
