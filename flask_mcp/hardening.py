@@ -67,9 +67,12 @@ def _exempt_from_csrf(app: Flask, names: frozenset[str]) -> None:
     done = False
 
     def late_exemption() -> None:
+        # Only the first request looks: Flask refuses new hooks (so a later
+        # CSRFProtect().init_app) once the app has served a request.
         nonlocal done
         if not done:
-            done = exempt()
+            exempt()
+            done = True
 
     app.before_request(late_exemption)
 
