@@ -1,5 +1,5 @@
 """The SQLite store's per-process copies of session records, and the change
-stamps that keep them honest across processes (flask_mcp/backends/stamps.py).
+stamps that keep them honest across processes (flask_mcp/backends/sqlite/stamps.py).
 Real files, real forked processes."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flask_mcp.backends import stamps
-from flask_mcp.backends.sqlite import SqliteSessionStore
+from flask_mcp.backends.sqlite import SqliteSessionStore, stamps
 from flask_mcp.protocol.session import Session, new_session_id
 
 
