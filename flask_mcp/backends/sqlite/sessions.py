@@ -196,8 +196,11 @@ class SqliteSessionStore:
 
     def _forget_expired(self, connection: sqlite3.Connection, session_id: str, now: float) -> None:
         """An expired session, once reported gone, stays gone (whatever the clock says later)."""
-        connection.execute("DELETE FROM mcp_sessions WHERE id = ? AND last_seen < ?", (session_id, now - self.timeout))
-        self._changed(session_id)
+        cursor = connection.execute(
+            "DELETE FROM mcp_sessions WHERE id = ? AND last_seen < ?", (session_id, now - self.timeout)
+        )
+        if cursor.rowcount > 0:  # unknown ids (a client's stale or made-up one) stamp nothing
+            self._changed(session_id)
 
     def _changed(self, session_id: str) -> None:
         """After a committed write: stamp the session, so every process's
@@ -210,7 +213,10 @@ class SqliteSessionStore:
     def _cache(self, session_id: str, entry: tuple[int, float, float, str]) -> None:
         cached = self._cached
         if len(cached) >= self.cache_size and session_id not in cached:
-            del cached[next(iter(cached))]  # the oldest entry
+            try:
+                cached.pop(next(iter(cached)), None)  # the oldest entry
+            except (RuntimeError, StopIteration):  # another thread changed the dict meanwhile
+                pass
         cached[session_id] = entry
 
     def _open_stamps(self) -> ChangeStamps | None:
