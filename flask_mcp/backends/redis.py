@@ -65,7 +65,7 @@ def _describe_client(client: redis.Redis) -> str:
 
 class RedisSessionStore:
     """One key per session, ``SET ... PX timeout``; a read refreshes the TTL
-    in the same transaction."""
+    in the same command."""
 
     def __init__(
         self,
@@ -81,6 +81,8 @@ class RedisSessionStore:
         self.clock = clock
         self._ttl_ms = max(1, round(timeout * 1000))
         self._where = _describe_client(client)
+        #: Whether the server knows ``GETEX`` (until it says otherwise).
+        self._getex = True
 
     def create(self, session: Session) -> None:
         session.created_at = session.last_seen = self.clock()
@@ -90,10 +92,7 @@ class RedisSessionStore:
     def get(self, session_id: str) -> Session | None:
         key = self._key(session_id)
         with _unavailable(self._where):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.get(key)
-            pipe.pexpire(key, self._ttl_ms)
-            raw, _ = pipe.execute()
+            raw = self._read_refreshing(key)
         if raw is None:
             return None
         session = Session.from_dict(json.loads(raw))
@@ -116,6 +115,23 @@ class RedisSessionStore:
 
     def _key(self, session_id: str) -> str:
         return self.key_prefix + session_id
+
+    def _read_refreshing(self, key: str) -> Any:
+        """The record, its TTL reset: one ``GETEX`` (Redis 6.2+; a third less
+        time than the transaction, most of it redis-py's pipeline machinery),
+        else ``GET`` and ``PEXPIRE`` in one transaction."""
+        if self._getex:
+            try:
+                return self.client.getex(key, px=self._ttl_ms)
+            except redis.exceptions.ResponseError as exc:
+                if "unknown command" not in str(exc).lower():
+                    raise
+                self._getex = False  # an older server, or the command renamed away
+        pipe = self.client.pipeline(transaction=True)
+        pipe.get(key)
+        pipe.pexpire(key, self._ttl_ms)
+        raw, _ = pipe.execute()
+        return raw
 
 
 class RedisSubscription(Subscription):
