@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
-from conftest import REDIS_URL, read_only, unavailable
+from conftest import REDIS_URL, FakeClock, read_only, unavailable
 
 from flask_mcp.backends.base import (
     Backend,
@@ -44,20 +44,6 @@ TIMEOUT = 60.0
 #: How long the event logs under test keep a stream after its last event.
 RETENTION = 30.0
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class FakeClock:
-    """A clock the test moves; it starts at the real time so that a child
-    process (on the real clock) agrees with it for the idle timeout."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass
@@ -1203,9 +1189,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_redis_server(port: int) -> subprocess.Popen[bytes]:
+def _start_redis_server(port: int, *options: str) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -1337,3 +1323,31 @@ def test_a_cache_that_cannot_write_is_unavailable(tmp_path: Path) -> None:
 
     with pytest.raises(BackendUnavailable, match="FileSystemCache"):
         store.create(full_session())
+
+
+def test_redis_reads_refresh_the_ttl_on_a_server_without_getex() -> None:
+    """Servers before Redis 6.2 (or with GETEX renamed away) get GET and PEXPIRE in a transaction."""
+    if shutil.which("redis-server") is None:
+        unavailable("redis-server is not installed (needed for a private server without GETEX)")
+    port = _free_port()
+    server = _start_redis_server(port, "--rename-command", "GETEX", "")
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        with pytest.raises(redis.exceptions.ResponseError, match="unknown command"):
+            client.getex("x", px=1000)
+        store = RedisSessionStore(client, timeout=60)
+        session = full_session()
+        store.create(session)
+        key = store.key_prefix + session.id
+        client.pexpire(key, 5000)
+        got = store.get(session.id)
+        assert got is not None and got.id == session.id
+        assert client.pttl(key) > 50_000
+        assert not store._getex  # it asked once, and now goes straight to the transaction
+        client.pexpire(key, 5000)
+        assert store.get(session.id) is not None
+        assert client.pttl(key) > 50_000
+        assert store.get("unknown") is None
+    finally:
+        client.close()
+        _stop(server)
