@@ -136,6 +136,20 @@ def make_client(validated: list[Any]) -> Callable[..., MCPTestClient]:
 # ---------------------------------------------------------------------- real servers
 
 
+class FakeClock:
+    """A clock a test moves by hand. It starts at the real time, so that a
+    child process (on the real clock) agrees with it about idle timeouts."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import FakeClock
 from flask import Flask
 
 from flask_mcp import MCP
@@ -527,21 +528,13 @@ def test_batch_is_rejected_with_one_error_for_2026_07_28(make_client: MakeClient
 # ---------------------------------------------------------------------- idle expiry
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def expiring_app(clock: Clock) -> Flask:
+def expiring_app(clock: FakeClock) -> Flask:
     from flask_mcp.backends import MemorySessionStore
 
     app = Flask("expiring")
@@ -550,13 +543,15 @@ def expiring_app(clock: Clock) -> Flask:
     return app
 
 
-def test_session_idle_past_its_timeout_returns_404(make_client: MakeClient, expiring_app: Flask, clock: Clock) -> None:
+def test_session_idle_past_its_timeout_returns_404(
+    make_client: MakeClient, expiring_app: Flask, clock: FakeClock
+) -> None:
     client = initialized(make_client, expiring_app, "2025-11-25")
     clock.now += 61
     assert client.request("ping").status_code == 404
 
 
-def test_activity_keeps_a_session_alive(make_client: MakeClient, expiring_app: Flask, clock: Clock) -> None:
+def test_activity_keeps_a_session_alive(make_client: MakeClient, expiring_app: Flask, clock: FakeClock) -> None:
     client = initialized(make_client, expiring_app, "2025-11-25")
     for _ in range(3):
         clock.now += 45

@@ -6,29 +6,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
+from conftest import FakeClock
 
 from flask_mcp.backends.sqlite import SqliteSessionStore, stamps
 from flask_mcp.protocol.session import Session, new_session_id
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-def _store(path: Path, clock: Clock) -> SqliteSessionStore:
+def _store(path: Path, clock: FakeClock) -> SqliteSessionStore:
     """A store with its own database object: what another worker process has."""
     return SqliteSessionStore(str(path), clock=clock, timeout=3600.0)
 
@@ -46,7 +38,7 @@ def _delete_behind_its_back(path: Path, session_id: str) -> None:
 
 
 def test_a_cached_record_answers_without_reading_the_file_for_at_most_cache_max_age(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: FakeClock
 ) -> None:
     path = tmp_path / "s.sqlite3"
     store = _store(path, clock)
@@ -58,7 +50,7 @@ def test_a_cached_record_answers_without_reading_the_file_for_at_most_cache_max_
     assert store.get(session.id) is None  # too old to trust: read again
 
 
-def test_another_process_sees_a_change_and_a_delete_at_once(tmp_path: Path, clock: Clock) -> None:
+def test_another_process_sees_a_change_and_a_delete_at_once(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "s.sqlite3"
     writer, reader = _store(path, clock), _store(path, clock)
     session = _new(writer)
@@ -73,7 +65,7 @@ def test_another_process_sees_a_change_and_a_delete_at_once(tmp_path: Path, cloc
     assert reader.get(session.id) is None
 
 
-def test_a_forked_worker_s_delete_is_seen_by_its_parent(tmp_path: Path, clock: Clock) -> None:
+def test_a_forked_worker_s_delete_is_seen_by_its_parent(tmp_path: Path, clock: FakeClock) -> None:
     store = _store(tmp_path / "s.sqlite3", clock)
     session = _new(store)
     assert store.get(session.id) is not None
@@ -99,7 +91,7 @@ def test_forked_processes_draw_different_stamps() -> None:
     assert child != stamps._random.getrandbits(64)
 
 
-def test_the_idle_timer_is_still_written_back_when_stale(tmp_path: Path, clock: Clock) -> None:
+def test_the_idle_timer_is_still_written_back_when_stale(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "s.sqlite3"
     store = _store(path, clock)
     store.cache_max_age = 10_000.0  # only the refresh rule can send the read to the file
@@ -112,7 +104,7 @@ def test_the_idle_timer_is_still_written_back_when_stale(tmp_path: Path, clock: 
     assert last_seen == clock.now
 
 
-def test_changing_a_returned_session_changes_nothing_until_saved(tmp_path: Path, clock: Clock) -> None:
+def test_changing_a_returned_session_changes_nothing_until_saved(tmp_path: Path, clock: FakeClock) -> None:
     store = _store(tmp_path / "s.sqlite3", clock)
     session = _new(store)
     got = store.get(session.id)
@@ -123,7 +115,7 @@ def test_changing_a_returned_session_changes_nothing_until_saved(tmp_path: Path,
     assert again is not None and again.client_info == {"name": "t"} and again.data == {}
 
 
-def test_the_cache_keeps_at_most_cache_size_records(tmp_path: Path, clock: Clock) -> None:
+def test_the_cache_keeps_at_most_cache_size_records(tmp_path: Path, clock: FakeClock) -> None:
     store = _store(tmp_path / "s.sqlite3", clock)
     store.cache_size = 3
     sessions = [_new(store) for _ in range(5)]
@@ -132,7 +124,7 @@ def test_the_cache_keeps_at_most_cache_size_records(tmp_path: Path, clock: Clock
     assert list(store._cached) == [s.id for s in sessions[-3:]]
 
 
-def test_zero_cache_max_age_reads_the_file_every_time(tmp_path: Path, clock: Clock) -> None:
+def test_zero_cache_max_age_reads_the_file_every_time(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "s.sqlite3"
     store = _store(path, clock)
     store.cache_max_age = 0.0
@@ -143,7 +135,7 @@ def test_zero_cache_max_age_reads_the_file_every_time(tmp_path: Path, clock: Clo
 
 
 @pytest.mark.parametrize("spoil", ["folder", "wrong size"])
-def test_an_unusable_stamps_file_turns_the_cache_off(tmp_path: Path, clock: Clock, spoil: str) -> None:
+def test_an_unusable_stamps_file_turns_the_cache_off(tmp_path: Path, clock: FakeClock, spoil: str) -> None:
     path = tmp_path / "s.sqlite3"
     stamps_path = Path(f"{path}-stamps")
     if spoil == "folder":

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import ALL_VERSIONS, connect
+from conftest import ALL_VERSIONS, FakeClock, connect
 from flask import Flask, g, request
 from test_subscriptions import SUB_KEY, _messages, _next_notification, _open
 
@@ -39,14 +39,6 @@ TERMINAL = {"completed", "failed", "cancelled"}
 #: The longest a test waits for a task to reach a status (seconds).
 DEADLINE = 5.0
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
