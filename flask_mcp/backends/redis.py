@@ -124,9 +124,10 @@ class RedisSessionStore:
             try:
                 return self.client.getex(key, px=self._ttl_ms)
             except redis.exceptions.ResponseError as exc:
-                if "unknown command" not in str(exc).lower():
+                refusal = str(exc).lower()  # servers and proxies word it differently
+                if not any(word in refusal for word in ("unknown command", "unsupported", "getex")):
                     raise
-                self._getex = False  # an older server, or the command renamed away
+                self._getex = False  # an older server, a proxy, or the command renamed away
         pipe = self.client.pipeline(transaction=True)
         pipe.get(key)
         pipe.pexpire(key, self._ttl_ms)
