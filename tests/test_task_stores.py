@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 from cachelib import SimpleCache
-from conftest import REDIS_URL, unavailable
+from conftest import REDIS_URL, FakeClock, unavailable
 
 from flask_mcp.backends.base import open_backend
 from flask_mcp.backends.memory import MemoryTaskStore
@@ -26,14 +26,6 @@ from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
 from flask_mcp.protocol.tasks import TaskRecord, TaskStore
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -177,6 +169,26 @@ def test_a_record_is_gone_once_its_ttl_has_passed(case: Case) -> None:
     case.clock.now = record.created_at + 10.1
     assert case.store.get(record.task_id) is None
     assert case.store.update(record.task_id, lambda r: True) is None
+
+
+def test_the_memory_store_drops_expired_tasks_once_per_prune_interval() -> None:
+    clock = FakeClock()
+    store = MemoryTaskStore(clock=clock, prune_interval=60)
+    expiring = [full_record(ttl_ms=10_000) for _ in range(50)]
+    lasting = full_record(ttl_ms=None)
+    for record in [*expiring, lasting]:
+        store.create(record)
+    clock.now += 30  # all 50 expired, but the last prune was only 30 s ago
+    middle = full_record(ttl_ms=None)
+    store.create(middle)
+    assert len(store._records) == 52
+    assert store.get(expiring[0].task_id) is None  # an expired task reads as gone meanwhile
+    clock.now += 31
+    newest = full_record(ttl_ms=None)
+    store.create(newest)
+    assert set(store._records) == {lasting.task_id, middle.task_id, newest.task_id}
+    assert set(store._expires) == set(store._records)
+    assert store.get(lasting.task_id) == lasting
 
 
 @pytest.mark.parametrize("case", ["redis"], indirect=True)

@@ -251,20 +251,29 @@ class MemoryEventLog:
 
 
 class MemoryTaskStore:
-    """Task records in a dict (one process); expired ones are dropped as tasks are created."""
+    """Task records in a dict (one process). Expired ones read as gone at
+    once, and are dropped at most once per ``prune_interval`` as tasks are
+    created (a scan of every task per create made creating O(n))."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, prune_interval: float = 60.0) -> None:
         self.clock = clock
+        self.prune_interval = prune_interval
         self._records: dict[str, dict[str, object]] = {}
+        #: task id -> when it expires (None: never), so a prune parses no record.
+        self._expires: dict[str, float | None] = {}
         self._lock = threading.Lock()
+        self._last_prune: float | None = None
 
     def create(self, record: TaskRecord) -> None:
         now = self.clock()
+        stored = _copy(record.to_dict())
         with self._lock:
-            self._records = {
-                k: r for k, r in self._records.items() if not TaskRecord.from_dict(r).expired(now)
-            }
-            self._records[record.task_id] = copy.deepcopy(record.to_dict())
+            if self._last_prune is None or not 0 <= now - self._last_prune < self.prune_interval:
+                self._last_prune = now
+                for task_id in [t for t, expires in self._expires.items() if expires is not None and now > expires]:
+                    self._forget(task_id)
+            self._records[record.task_id] = stored
+            self._expires[record.task_id] = record.expires_at
 
     def get(self, task_id: str) -> TaskRecord | None:
         with self._lock:
@@ -274,15 +283,20 @@ class MemoryTaskStore:
         with self._lock:
             record = self._read(task_id)
             if record is not None and change(record):
-                self._records[task_id] = copy.deepcopy(record.to_dict())
+                self._records[task_id] = _copy(record.to_dict())
+                self._expires[task_id] = record.expires_at
             return record
 
     def _read(self, task_id: str) -> TaskRecord | None:
         raw = self._records.get(task_id)
         if raw is None:
             return None
-        record = TaskRecord.from_dict(copy.deepcopy(raw))
+        record = TaskRecord.from_dict(_copy(raw))
         if record.expired(self.clock()):
-            del self._records[task_id]
+            self._forget(task_id)
             return None
         return record
+
+    def _forget(self, task_id: str) -> None:
+        del self._records[task_id]
+        del self._expires[task_id]
