@@ -132,7 +132,7 @@ def _environ_key(name: str) -> str:
 
 
 def _post() -> Response:
-    req: Request = request._get_current_object()  # type: ignore[attr-defined]
+    req = _request()
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     state: MCPState = app.extensions["mcp"]
     _guard(state, req)
@@ -148,7 +148,7 @@ def _post() -> Response:
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
         RequestHeaders(environ), body, notifications.append,  # type: ignore[arg-type]
-        principal.subject if principal is not None else None, principal,
+        _subject(principal), principal,
         endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
     )
     if reply.listen is not None:

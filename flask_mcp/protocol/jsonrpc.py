@@ -130,6 +130,8 @@ def readable_id(obj: Any) -> RequestId | None:
 
 
 def _valid_id(value: Any) -> bool:
+    if type(value) is int:  # the usual id, checked first
+        return -_MAX_INT_ID <= value <= _MAX_INT_ID
     if isinstance(value, str):
         return len(value) <= MAX_ID_LENGTH
     return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT_ID <= value <= _MAX_INT_ID
@@ -142,7 +144,7 @@ def classify(obj: Any) -> Message:
     if obj.get("jsonrpc") != "2.0":
         raise InvalidRequest('A JSON-RPC message must carry "jsonrpc": "2.0".')
     has_id = "id" in obj
-    if has_id and not (type(obj["id"]) is int and -_MAX_INT_ID <= obj["id"] <= _MAX_INT_ID or _valid_id(obj["id"])):
+    if has_id and not _valid_id(obj["id"]):
         raise InvalidRequest(
             f"A JSON-RPC id must be a string of at most {MAX_ID_LENGTH} characters or a 64-bit integer (not null)."
         )

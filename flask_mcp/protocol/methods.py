@@ -178,13 +178,10 @@ class Methods:
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": self.capabilities(revision),
         }
-        text = self.instructions(request) if self.instructions is not None else None
+        text = self._instructions_for(request)
         if text:
             result["instructions"] = text
-        if revision.cache_hints:
-            result["ttlMs"] = self.options.ttl_ms
-            result["cacheScope"] = self.options.cache_scope
-        return result
+        return self._with_cache_hints(result, revision)
 
     def set_level(self, request: RequestInfo) -> dict[str, Any]:
         level = request.params.get("level")
@@ -288,10 +285,7 @@ class Methods:
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
-    content = []
-    for block in outcome.content:  # a text block is the same in every revision that has content _meta
-        content.append(block if revision.content_meta and block.get("type") == "text" else block_for(block, revision))
-    result: dict[str, Any] = {"content": content}
+    result: dict[str, Any] = {"content": [block_for(block, revision) for block in outcome.content]}
     if outcome.has_structured and revision.structured_output:
         result["structuredContent"] = outcome.structured
     if outcome.is_error:

@@ -209,10 +209,8 @@ class Server:
             check_standard_headers(incoming.headers, message.method, message.params)
         except MCPError as exc:
             return self._error_reply(message.id, exc, 400)
-        request = RequestInfo(  # as _request_info builds it, positionally: this is every 2026-07-28 request
-            REVISIONS[meta.protocol_version], message.method, message.params, incoming.headers, message.id,
-            meta.client_info, meta.client_capabilities, None, meta, incoming.principal, incoming.auth,
-            incoming.emit, endpoint=incoming.endpoint_url,
+        request = _request_info(
+            message, incoming, REVISIONS[meta.protocol_version], meta.client_info, meta.client_capabilities, meta=meta
         )
         if message.method == "subscriptions/listen":
             return self._listen(message, request)
@@ -379,7 +377,7 @@ class Server:
         if revision.result_type:  # 2026-07-28: every result says its type and who answered
             result.setdefault("resultType", "complete")
             result.setdefault("_meta", {})[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
-        return Reply(200, {"jsonrpc": "2.0", "id": message.id, "result": result})
+        return Reply(200, jsonrpc.result_message(message.id, result))
 
     def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
         return Reply(error.http_status or status, jsonrpc.error_message(request_id, error))
@@ -417,20 +415,11 @@ def _request_info(
     session: Session | None = None,
     meta: RequestMeta | None = None,
 ) -> RequestInfo:
-    """What the methods get to know about one request, in either era."""
+    """What the methods get to know about one request, in either era (built
+    positionally: keyword arguments cost a string match each, on every request)."""
     return RequestInfo(
-        revision=revision,
-        method=message.method,
-        params=message.params,
-        headers=incoming.headers,
-        request_id=message.id,
-        client_info=client_info,
-        client_capabilities=client_capabilities,
-        session=session,
-        meta=meta,
-        principal=incoming.principal,
-        auth=incoming.auth,
-        emit=incoming.emit,
+        revision, message.method, message.params, incoming.headers, message.id, client_info,
+        client_capabilities, session, meta, incoming.principal, incoming.auth, incoming.emit,
         endpoint=incoming.endpoint_url,
     )
 
