@@ -96,6 +96,8 @@ class RequestInfo:
 
     @property
     def progress_token(self) -> str | int | None:
+        if self.meta is not None:  # 2026-07-28: the request's _meta, parsed and checked already
+            return self.meta.progress_token
         meta = self.params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
