@@ -2,7 +2,7 @@
 """Throughput and latency of flask-mcp against a bare-Flask floor and the
 official MCP Python SDK, all on one pinned core.
 
-    python3 bench/run.py                      # the full run (about 14 minutes on 2 cores)
+    python3 bench/run.py                      # the full run (about 20 minutes on 2 cores)
     python3 bench/run.py --quick              # a smoke run (about 3 minutes)
     python3 bench/run.py --only call-2026,call-legacy --connections 8
     python3 bench/run.py --servers flask-mcp --rounds 5 --duration 8
@@ -12,8 +12,9 @@ editable from this checkout) and installs Debian's wrk if it is missing; it
 then re-runs itself inside that environment. Every server runs under
 ``taskset -c 1``, wrk under ``taskset -c 0``, on loopback only; each server is
 started and stopped by this script (by PID) once per round, and the rounds
-visit the servers in a rotated order. See bench/README.md for reading the
-table.
+visit the servers in a rotated order. The floors run through each round, and
+every other measurement is followed by one of its floor, which the ratios are
+taken against. See bench/README.md for reading the table.
 """
 
 from __future__ import annotations
@@ -207,6 +208,9 @@ SERVERS = [
 
 #: The SDK reference each ratio column compares with: (server, workload wire).
 #: A flask-mcp row is compared with the SDK row of the same operation.
+#: What the floors answer (their only workload), and what each pairing measures on them.
+FLOOR_WORKLOAD = "call-2026"
+
 SDK_REFS = {
     "sdk-json": ("sdk/stateless-json", ("none", "init")),
     "sdk-stateful": ("sdk/stateful", ("session", "init")),
@@ -517,6 +521,85 @@ class Cell:
     failure_log: str | None = None
 
 
+def pair_floor(spec: ServerSpec, floors: dict[str, Server]) -> Server | None:
+    """The floor a server's measurements are paired with: the same gunicorn
+    worker class when that floor runs, else the sync one (the SDK's uvicorn too)."""
+    if spec.role == "floor":
+        return None
+    return floors.get(spec.worker_class if spec.kind == "gunicorn" else "sync") or floors.get("sync")
+
+
+def _serve(
+    spec: ServerSpec,
+    loads: list[Workload],
+    args: argparse.Namespace,
+    cells: dict[tuple[str, str, int], Cell],
+    tmp: Path,
+    round_no: int,
+    running: list[Server],
+    floors: dict[str, Server],
+) -> Server | None:
+    """Start one server, check and measure its workloads; the server is left
+    running (``None`` if it did not start). Each measurement of a non-floor
+    server is followed by the same measurement of its floor, so that the ratio
+    compares two runs seconds apart: a VM's speed drifts by more than the gaps
+    measured here over the minutes a round takes."""
+    server = Server(spec, tmp, args.redis_db)
+    running.append(server)
+    try:
+        server.wait_ready()
+        session_id = open_session(server.url) if any(w.wire == "session" for w in loads) else None
+    except Exception as exc:  # noqa: BLE001 - report and go on with the other servers
+        print(f"!! {spec.key} failed to start or to open a session: {exc}", flush=True)
+        for w in loads:
+            for c in args.conns:
+                cells[(spec.key, w.key, c)].failure = str(exc)[:300]
+        server.stop()
+        running.remove(server)
+        return None
+    floor = pair_floor(spec, floors)
+    for w in loads:
+        sid = session_id if w.wire == "session" else None
+        try:
+            check = check_workload(server.url, w, sid, spec.role == "floor")
+        except Exception as exc:  # noqa: BLE001
+            log = server.log_tail(40)
+            print(f"!! {spec.key} {w.key}: the check request failed: {exc}\n"
+                  f"   server log:\n{log}", flush=True)
+            for c in args.conns:
+                cell = cells[(spec.key, w.key, c)]
+                cell.failure = f"check failed (round {round_no + 1}): {exc}"[:300]
+                cell.failure_log = log
+            continue
+        run_wrk(server.url, w, args.conns[0], args.warmup, sid)  # warm-up, discarded
+        for c in args.conns:
+            meter = CoreMeter(server.pids())
+            result = run_wrk(server.url, w, c, args.duration, sid, server.dir)
+            result |= meter.read()
+            result["rss_kb"] = server.rss_kb()
+            result["round"] = round_no + 1
+            if floor is not None:
+                paired = run_wrk(floor.url, WORKLOADS[FLOOR_WORKLOAD], c, args.duration, None)
+                result["paired_floor"] = floor.spec.key
+                result["paired_floor_rps"] = paired["rps"]
+            cell = cells[(spec.key, w.key, c)]
+            cell.rounds.append(result)
+            cell.check = check
+            flag = _error_text(result)
+            if result["bad_body"]:
+                sample = server.dir / "bad-1.txt"
+                if sample.exists():
+                    result["bad_body_sample"] = sample.read_text(errors="replace")[:2000]
+                    flag += f" (first: {result['bad_body_sample'][:120]!r})"
+            vs_floor = (f"  x floor {result['rps'] / result['paired_floor_rps']:.2f}"
+                        if result.get("paired_floor_rps") else "")
+            print(f"   {spec.key:26} {w.key:15} c={c:<3} {result['rps']:9.1f} req/s  "
+                  f"p50 {result['p50_us'] / 1000:7.2f} ms  p99 {result['p99_us'] / 1000:7.2f} ms  "
+                  f"rss {_mb(result['rss_kb'])}  cpu {result['server_cpu_pct']:3.0f}%  "
+                  f"other {result['other_on_core_pct']:3.0f}%{vs_floor}{'  ' + flag if flag else ''}", flush=True)
+    return server
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     specs = [s for s in SERVERS if not (s.optional and args.no_gthread)]
     if args.servers:
@@ -548,7 +631,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 cells[(spec.key, w.key, c)] = Cell(spec.key, w.key, c)
 
     per_cell = args.warmup + args.duration * len(args.conns)
-    total = sum(len(w) for _, w in plan) * per_cell * args.rounds
+    paired = sum(len(w) for s, w in plan if s.role != "floor") * args.duration * len(args.conns)
+    total = (sum(len(w) for _, w in plan) * per_cell + paired) * args.rounds
     print(f"{len(plan)} servers, {sum(len(w) for _, w in plan)} (server, workload) pairs x "
           f"{len(args.conns)} connection counts x {args.rounds} rounds; "
           f"{args.warmup}s warm-up + {args.duration}s per measurement: about {total / 60:.1f} min of load", flush=True)
@@ -556,58 +640,26 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="flask-mcp-bench-"))
     running: list[Server] = []
     started = time.monotonic()
+    floor_plan = [(spec, loads) for spec, loads in plan if spec.role == "floor"]
+    other_plan = [(spec, loads) for spec, loads in plan if spec.role != "floor"]
     try:
         for round_no in range(args.rounds):
-            shift = round_no % len(plan)
-            order = plan[shift:] + plan[:shift]
+            shift = round_no % len(other_plan) if other_plan else 0
+            order = other_plan[shift:] + other_plan[:shift]
             print(f"\n== round {round_no + 1}/{args.rounds}", flush=True)
+            # The floors run for the whole round: each measurement of another server is
+            # followed at once by one of its floor (see pair_floor).
+            floors: dict[str, Server] = {}
+            for spec, loads in floor_plan:
+                server = _serve(spec, loads, args, cells, tmp, round_no, running, floors)
+                if server is not None:
+                    floors[spec.worker_class] = server
             for spec, loads in order:
-                server = Server(spec, tmp, args.redis_db)
-                running.append(server)
-                try:
-                    server.wait_ready()
-                    session_id = open_session(server.url) if any(w.wire == "session" for w in loads) else None
-                except Exception as exc:  # noqa: BLE001 - report and go on with the other servers
-                    print(f"!! {spec.key} failed to start or to open a session: {exc}", flush=True)
-                    for w in loads:
-                        for c in args.conns:
-                            cells[(spec.key, w.key, c)].failure = str(exc)[:300]
+                server = _serve(spec, loads, args, cells, tmp, round_no, running, floors)
+                if server is not None:
                     server.stop()
                     running.remove(server)
-                    continue
-                for w in loads:
-                    sid = session_id if w.wire == "session" else None
-                    try:
-                        check = check_workload(server.url, w, sid, spec.role == "floor")
-                    except Exception as exc:  # noqa: BLE001
-                        log = server.log_tail(40)
-                        print(f"!! {spec.key} {w.key}: the check request failed: {exc}\n"
-                              f"   server log:\n{log}", flush=True)
-                        for c in args.conns:
-                            cell = cells[(spec.key, w.key, c)]
-                            cell.failure = f"check failed (round {round_no + 1}): {exc}"[:300]
-                            cell.failure_log = log
-                        continue
-                    run_wrk(server.url, w, args.conns[0], args.warmup, sid)  # warm-up, discarded
-                    for c in args.conns:
-                        meter = CoreMeter(server.pids())
-                        result = run_wrk(server.url, w, c, args.duration, sid, server.dir)
-                        result |= meter.read()
-                        result["rss_kb"] = server.rss_kb()
-                        result["round"] = round_no + 1
-                        cell = cells[(spec.key, w.key, c)]
-                        cell.rounds.append(result)
-                        cell.check = check
-                        flag = _error_text(result)
-                        if result["bad_body"]:
-                            sample = server.dir / "bad-1.txt"
-                            if sample.exists():
-                                result["bad_body_sample"] = sample.read_text(errors="replace")[:2000]
-                                flag += f" (first: {result['bad_body_sample'][:120]!r})"
-                        print(f"   {spec.key:26} {w.key:15} c={c:<3} {result['rps']:9.1f} req/s  "
-                              f"p50 {result['p50_us'] / 1000:7.2f} ms  p99 {result['p99_us'] / 1000:7.2f} ms  "
-                              f"rss {_mb(result['rss_kb'])}  cpu {result['server_cpu_pct']:3.0f}%  "
-                              f"other {result['other_on_core_pct']:3.0f}%{'  ' + flag if flag else ''}", flush=True)
+            for server in floors.values():
                 server.stop()
                 running.remove(server)
     finally:
@@ -659,6 +711,12 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
             "server_cpu_pct_median": statistics.median(r["server_cpu_pct"] for r in cell.rounds),
             "other_on_core_pct_max": max(r["other_on_core_pct"] for r in cell.rounds),
         }
+        pairs = [r["rps"] / r["paired_floor_rps"] for r in cell.rounds if r.get("paired_floor_rps")]
+        if pairs:
+            out["paired_floor"] = cell.rounds[0]["paired_floor"]
+            out["paired_ratio_median"] = statistics.median(pairs)
+            out["paired_ratio_min"] = min(pairs)
+            out["paired_ratio_max"] = max(pairs)
     return out
 
 
@@ -667,21 +725,37 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
 
 def ratios(cells: list[dict[str, Any]]) -> None:
     """Adds, to each cell, its req/s as a multiple of the floor's and of each SDK mode's
-    for the same operation and connection count (ratio of medians)."""
+    for the same operation and connection count.
+
+    ``floor`` is the median over the rounds of req/s over the paired floor
+    measurement taken right after it. The SDK multiples go through the floor
+    too: each cell's paired ratio times its floor's median req/s is its req/s
+    with the machine's drift taken out, and those are divided. (A cell without
+    pairs, from a run of an earlier version, falls back to its plain median.)"""
     by_key = {(c["server"], c["workload"], c["connections"]): c for c in cells if c.get("rps_median")}
+
+    def steady(c: dict[str, Any]) -> float:
+        floor = by_key.get((c.get("paired_floor", ""), FLOOR_WORKLOAD, c["connections"]))
+        if c.get("paired_ratio_median") and floor:
+            return float(c["paired_ratio_median"] * floor["rps_median"])
+        return float(c["rps_median"])
+
     for c in cells:
         if not c.get("rps_median"):
             continue
         w = WORKLOADS[c["workload"]]
         n = c["connections"]
         out: dict[str, float | None] = {}
-        worker = "gthread" if "/gthread" in c["server"] else "sync"
-        floor = by_key.get((f"floor/{worker}", "call-2026", n)) or by_key.get(("floor/sync", "call-2026", n))
-        out["floor"] = c["rps_median"] / floor["rps_median"] if floor else None
+        if c.get("paired_ratio_median"):
+            out["floor"] = c["paired_ratio_median"]
+        else:
+            worker = "gthread" if "/gthread" in c["server"] else "sync"
+            floor = by_key.get((f"floor/{worker}", FLOOR_WORKLOAD, n)) or by_key.get(("floor/sync", FLOOR_WORKLOAD, n))
+            out["floor"] = c["rps_median"] / floor["rps_median"] if floor else None
         for name, (server, wires) in SDK_REFS.items():
             ref = next((by_key[(server, k, n)] for k, v in WORKLOADS.items()
                         if v.op == w.op and v.wire in wires and (server, k, n) in by_key), None)
-            out[name] = c["rps_median"] / ref["rps_median"] if ref else None
+            out[name] = steady(c) / steady(ref) if ref else None
         c["ratios"] = out
 
 
@@ -689,14 +763,14 @@ def render_table(result: dict[str, Any]) -> str:
     cells = result["cells"]
     lines = [
         "| server | workload | conns | req/s (median) | min-max | p50 ms | p99 ms | RSS MB | resp bytes | srv CPU % "
-        "| other % | errors | x floor | x sdk-json | x sdk-stateful | x sdk-2026 |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|",
+        "| other % | errors | x floor | x floor min-max | x sdk-json | x sdk-stateful | x sdk-2026 |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|",
     ]
     for c in cells:
         if c.get("failure") and not c.get("rps_median"):
             reason = " ".join(c["failure"].split())[:80].replace("|", "/")
             lines.append(f"| {c['server']} | {c['workload']} | {c['connections']} | FAILED | | | | | | | | "
-                         f"{reason} | | | | |")
+                         f"{reason} | | | | | |")
             continue
         if not c.get("rps_median"):
             continue
@@ -712,12 +786,15 @@ def render_table(result: dict[str, Any]) -> str:
         def fmt(x: float | None) -> str:
             return f"{x:.2f}" if x else "-"
 
+        spread = (f"{c['paired_ratio_min']:.2f}-{c['paired_ratio_max']:.2f}"
+                  if c.get("paired_ratio_median") else "")
+
         lines.append(
             f"| {c['server']} | {c['workload']} | {c['connections']} | {c['rps_median']:.0f}{mark} | "
             f"{c['rps_min']:.0f}-{c['rps_max']:.0f} | {c['p50_ms_median']:.2f} | {c['p99_ms_median']:.2f} | "
             f"{c['rss_mb_median']:.0f} | {(c['check'] or {}).get('bytes', '')} | {c['server_cpu_pct_median']:.0f} | "
             f"{c['other_on_core_pct_max']:.0f} | {errs} | "
-            f"{fmt(r.get('floor'))} | {fmt(r.get('sdk-json'))} | {fmt(r.get('sdk-stateful'))} | "
+            f"{fmt(r.get('floor'))} | {spread} | {fmt(r.get('sdk-json'))} | {fmt(r.get('sdk-stateful'))} | "
             f"{fmt(r.get('sdk-2026'))} |"
         )
     if not any(" †" in line for line in lines):
