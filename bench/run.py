@@ -529,6 +529,42 @@ def pair_floor(spec: ServerSpec, floors: dict[str, Server]) -> Server | None:
     return floors.get(spec.worker_class if spec.kind == "gunicorn" else "sync") or floors.get("sync")
 
 
+#: wrk's counters that add up over the slices of an interleaved measurement.
+_SUMMED = ("requests", "duration_us", "bytes", "connect", "read", "write", "status", "timeout", "bad_body",
+           "socket_errors")
+
+
+def measure_paired(server: Server, floor: Server, workload: Workload, connections: int, seconds: int,
+                   session_id: str | None) -> dict[str, Any]:
+    """``seconds`` one-second slices of the server, each followed by one of
+    its floor (the floor's call-2026), so the ratio compares runs a second
+    apart: a shared VM's speed drifts by more than the gaps measured here, over
+    seconds as well as over the minutes a round takes. Returns the server's
+    slices merged (counts summed, percentiles the median of the slices', core
+    figures averaged) with the floor's rate as ``paired_floor_rps``."""
+    slices: list[dict[str, Any]] = []
+    floor_requests = floor_us = 0
+    for _ in range(seconds):
+        meter = CoreMeter(server.pids())
+        part = run_wrk(server.url, workload, connections, 1, session_id, server.dir)
+        slices.append(part | meter.read())
+        paired = run_wrk(floor.url, WORKLOADS[FLOOR_WORKLOAD], connections, 1, None)
+        floor_requests += paired["requests"]
+        floor_us += paired["duration_us"]
+    result: dict[str, Any] = {key: sum(part[key] for part in slices) for key in _SUMMED}
+    for key in ("p50_us", "p90_us", "p99_us"):
+        result[key] = statistics.median(part[key] for part in slices)
+    result["max_us"] = max(part["max_us"] for part in slices)
+    result["mean_us"] = (sum(part["mean_us"] * part["requests"] for part in slices) / result["requests"]
+                         if result["requests"] else 0.0)
+    for key in ("server_cpu_pct", "core_busy_pct", "other_on_core_pct", "steal_pct"):
+        result[key] = round(statistics.fmean(part[key] for part in slices), 1)
+    result["rps"] = result["requests"] / (result["duration_us"] / 1e6) if result["duration_us"] else 0.0
+    result["paired_floor"] = floor.spec.key
+    result["paired_floor_rps"] = floor_requests / (floor_us / 1e6) if floor_us else 0.0
+    return result
+
+
 def _serve(
     spec: ServerSpec,
     loads: list[Workload],
@@ -540,10 +576,8 @@ def _serve(
     floors: dict[str, Server],
 ) -> Server | None:
     """Start one server, check and measure its workloads; the server is left
-    running (``None`` if it did not start). Each measurement of a non-floor
-    server is followed by the same measurement of its floor, so that the ratio
-    compares two runs seconds apart: a VM's speed drifts by more than the gaps
-    measured here over the minutes a round takes."""
+    running (``None`` if it did not start). A non-floor server is measured
+    interleaved with its floor (``measure_paired``)."""
     server = Server(spec, tmp, args.redis_db)
     running.append(server)
     try:
@@ -573,15 +607,14 @@ def _serve(
             continue
         run_wrk(server.url, w, args.conns[0], args.warmup, sid)  # warm-up, discarded
         for c in args.conns:
-            meter = CoreMeter(server.pids())
-            result = run_wrk(server.url, w, c, args.duration, sid, server.dir)
-            result |= meter.read()
+            if floor is None:
+                meter = CoreMeter(server.pids())
+                result = run_wrk(server.url, w, c, args.duration, sid, server.dir)
+                result |= meter.read()
+            else:
+                result = measure_paired(server, floor, w, c, args.duration, sid)
             result["rss_kb"] = server.rss_kb()
             result["round"] = round_no + 1
-            if floor is not None:
-                paired = run_wrk(floor.url, WORKLOADS[FLOOR_WORKLOAD], c, args.duration, None)
-                result["paired_floor"] = floor.spec.key
-                result["paired_floor_rps"] = paired["rps"]
             cell = cells[(spec.key, w.key, c)]
             cell.rounds.append(result)
             cell.check = check
