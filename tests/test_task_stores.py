@@ -23,7 +23,7 @@ from flask_mcp.backends.base import open_backend
 from flask_mcp.backends.memory import MemoryTaskStore
 from flask_mcp.backends.redis import RedisTaskStore, client_from_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
-from flask_mcp.protocol.tasks import TaskRecord, TaskStore
+from flask_mcp.protocol.task_records import TaskRecord, TaskStore
 
 ROOT = Path(__file__).resolve().parents[1]
 

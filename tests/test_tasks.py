@@ -25,7 +25,8 @@ from flask_mcp.backends.memory import MemoryMessageBus, MemorySessionStore, Memo
 from flask_mcp.config import ConfigError
 from flask_mcp.protocol.features import RequestInfo
 from flask_mcp.protocol.subscriptions import TASK_STATUS, Listen
-from flask_mcp.protocol.tasks import TaskRecord, Tasks, task_event
+from flask_mcp.protocol.task_records import TaskRecord
+from flask_mcp.protocol.tasks import Tasks, task_event
 from flask_mcp.protocol.versions import REVISIONS
 from flask_mcp.testing import MCPTestClient
 from flask_mcp.tools import Tool

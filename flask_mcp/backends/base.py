@@ -18,7 +18,7 @@ from ..protocol.bus import MessageBus as MessageBus
 from ..protocol.bus import Subscription as Subscription
 from ..protocol.events import EventLog
 from ..protocol.session import SessionStore, StoreUnavailable
-from ..protocol.tasks import TaskStore
+from ..protocol.task_records import TaskStore
 
 #: How long one backend call may block before it fails (seconds).
 DEFAULT_IO_TIMEOUT = 2.0

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from ..protocol.events import Event
 from ..protocol.session import Session
-from ..protocol.tasks import TaskRecord
+from ..protocol.task_records import TaskRecord
 from .base import Message, Subscription
 
 #: Immutable JSON scalars, which a copy can share.

@@ -23,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..protocol.events import Event
 from ..protocol.session import Session
-from ..protocol.tasks import TaskRecord
+from ..protocol.task_records import TaskRecord
 from .base import DEFAULT_IO_TIMEOUT, Backend, BackendUnavailable, Message, Subscription, redact_url
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
