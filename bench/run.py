@@ -13,8 +13,8 @@ then re-runs itself inside that environment. Every server runs under
 ``taskset -c 1``, wrk under ``taskset -c 0``, on loopback only; each server is
 started and stopped by this script (by PID) once per round, and the rounds
 visit the servers in a rotated order. The floors run through each round, and
-every other measurement is followed by one of its floor, which the ratios are
-taken against. See bench/README.md for reading the table.
+every other server is measured interleaved with its floor (one-second slices),
+which the ratios are taken against. See bench/README.md for reading the table.
 """
 
 from __future__ import annotations
@@ -206,11 +206,11 @@ SERVERS = [
                note="the defaults (sessions, SSE answers; max_sessions=None)"),
 ]
 
-#: The SDK reference each ratio column compares with: (server, workload wire).
-#: A flask-mcp row is compared with the SDK row of the same operation.
-#: What the floors answer (their only workload), and what each pairing measures on them.
+#: What the floors answer (their only workload), and what each interleaved slice measures on them.
 FLOOR_WORKLOAD = "call-2026"
 
+#: The SDK reference each ratio column compares with: (server, workload wire).
+#: A flask-mcp row is compared with the SDK row of the same operation.
 SDK_REFS = {
     "sdk-json": ("sdk/stateless-json", ("none", "init")),
     "sdk-stateful": ("sdk/stateful", ("session", "init")),
@@ -680,8 +680,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             shift = round_no % len(other_plan) if other_plan else 0
             order = other_plan[shift:] + other_plan[:shift]
             print(f"\n== round {round_no + 1}/{args.rounds}", flush=True)
-            # The floors run for the whole round: each measurement of another server is
-            # followed at once by one of its floor (see pair_floor).
+            # The floors run for the whole round: every other server is measured
+            # interleaved with its floor (pair_floor, measure_paired).
             floors: dict[str, Server] = {}
             for spec, loads in floor_plan:
                 server = _serve(spec, loads, args, cells, tmp, round_no, running, floors)
