@@ -177,9 +177,10 @@ class ServerSpec:
     workloads: tuple[str, ...]
     worker_class: str = "sync"
     env: dict[str, str] = field(default_factory=dict)
-    backend: str = ""  # "sqlite", "redis" or "" (placeholders, filled per start)
+    backend: str = ""  # "sqlite", "redis", "memory" or "" (placeholders, filled per start)
     role: str = "flask-mcp"  # flask-mcp, floor, sdk
     optional: bool = False  # skipped by --quick
+    on_request: bool = False  # run only when --servers names it in full
     note: str = ""
 
 
@@ -193,6 +194,9 @@ SERVERS = [
                backend="sqlite", note="MCP_BACKEND sqlite (the default store, file in a temp dir)"),
     ServerSpec("flask-mcp/sync/redis", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-legacy", "initialize"), backend="redis", note="MCP_BACKEND redis://127.0.0.1:6379/<db>"),
+    ServerSpec("flask-mcp/sync/memory", "gunicorn", "bench.apps.flask_mcp_app:app", ("call-legacy", "initialize"),
+               backend="memory", on_request=True,
+               note="MCP_BACKEND memory:// (one worker's dict): what the session store costs, by contrast"),
     ServerSpec("flask-mcp/gthread/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-2026", "call-legacy"), worker_class="gthread", backend="sqlite", optional=True,
                note="gthread, 8 threads"),
@@ -321,6 +325,8 @@ class Server:
             env["FLASK_MCP_BACKEND"] = f"sqlite:///{self.dir}/sessions.sqlite3"  # four slashes: absolute
         elif spec.backend == "redis":
             env["FLASK_MCP_BACKEND"] = f"{REDIS_URL}/{redis_db}"
+        elif spec.backend == "memory":
+            env["FLASK_MCP_BACKEND"] = "memory://"
         if spec.kind == "gunicorn":
             cmd = [str(VBIN / "gunicorn"), "-w", "1", "-k", spec.worker_class, "-b", f"127.0.0.1:{self.port}",
                    "--no-control-socket", "--log-level", "warning", "--error-logfile", str(self.log),
@@ -635,8 +641,9 @@ def _serve(
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     specs = [s for s in SERVERS if not (s.optional and args.no_gthread)]
-    if args.servers:
-        wanted = [w.strip() for w in args.servers.split(",") if w.strip()]
+    wanted = [w.strip() for w in (args.servers or "").split(",") if w.strip()]
+    specs = [s for s in specs if not s.on_request or s.key in wanted]
+    if wanted:
         specs = [s for s in specs if any(w in s.key for w in wanted) or s.role == "floor"]
     only = {w.strip() for w in args.only.split(",")} if args.only else None
     if only:
@@ -881,7 +888,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, help="rounds, each restarting every server (default 3; --quick 1)")
     p.add_argument("--connections", default="8,64", help="wrk connection counts (default 8,64)")
     p.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
-    p.add_argument("--servers", help="comma-separated substrings of server names (the floor always runs)")
+    p.add_argument("--servers", help="comma-separated substrings of server names (the floor always runs; "
+                   "flask-mcp/sync/memory only when named in full)")
     p.add_argument("--no-gthread", action="store_true", help="skip the gthread servers")
     p.add_argument("--no-sessions", action="store_true", help="skip the session-store micro-benchmark")
     p.add_argument("--sessions", type=int, help="sessions per store in bench/sessions.py (default 10000)")
