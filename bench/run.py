@@ -557,6 +557,16 @@ def measure_paired(server: Server, floor: Server, workload: Workload, connection
         paired = run_wrk(floor.url, WORKLOADS[FLOOR_WORKLOAD], connections, 1, None)
         floor_requests += paired["requests"]
         floor_us += paired["duration_us"]
+    result = merge_slices(slices)
+    result["paired_floor"] = floor.spec.key
+    result["paired_floor_rps"] = floor_requests / (floor_us / 1e6) if floor_us else 0.0
+    return result
+
+
+def merge_slices(slices: list[dict[str, Any]]) -> dict[str, Any]:
+    """One measurement from its slices: wrk's counts summed, latency percentiles
+    the median of the slices', the mean weighted by requests, the core figures
+    (``CoreMeter``) averaged, and the rate over the summed time."""
     result: dict[str, Any] = {key: sum(part[key] for part in slices) for key in _SUMMED}
     for key in ("p50_us", "p90_us", "p99_us"):
         result[key] = statistics.median(part[key] for part in slices)
@@ -566,8 +576,6 @@ def measure_paired(server: Server, floor: Server, workload: Workload, connection
     for key in ("server_cpu_pct", "core_busy_pct", "other_on_core_pct", "steal_pct"):
         result[key] = round(statistics.fmean(part[key] for part in slices), 1)
     result["rps"] = result["requests"] / (result["duration_us"] / 1e6) if result["duration_us"] else 0.0
-    result["paired_floor"] = floor.spec.key
-    result["paired_floor_rps"] = floor_requests / (floor_us / 1e6) if floor_us else 0.0
     return result
 
 
@@ -639,12 +647,20 @@ def _serve(
     return server
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
-    specs = [s for s in SERVERS if not (s.optional and args.no_gthread)]
-    wanted = [w.strip() for w in (args.servers or "").split(",") if w.strip()]
-    specs = [s for s in specs if not s.on_request or s.key in wanted]
+def chosen_servers(servers: str | None, no_gthread: bool) -> list[ServerSpec]:
+    """The servers a run starts: the floors always; the others whose names
+    contain one of the comma-separated ``servers`` (all when none is given),
+    except the gthread ones with ``no_gthread``, and the ``on_request`` ones
+    unless named in full."""
+    wanted = [w.strip() for w in (servers or "").split(",") if w.strip()]
+    specs = [s for s in SERVERS if not (s.optional and no_gthread) and (not s.on_request or s.key in wanted)]
     if wanted:
         specs = [s for s in specs if any(w in s.key for w in wanted) or s.role == "floor"]
+    return specs
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    specs = chosen_servers(args.servers, args.no_gthread)
     only = {w.strip() for w in args.only.split(",")} if args.only else None
     if only:
         unknown = only - set(WORKLOADS)
