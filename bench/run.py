@@ -3,7 +3,7 @@
 official MCP Python SDK, all on one pinned core.
 
     python3 bench/run.py                      # the full run (about 20 minutes on 2 cores)
-    python3 bench/run.py --quick              # a smoke run (about 3 minutes)
+    python3 bench/run.py --quick              # a smoke run (about 5 minutes)
     python3 bench/run.py --only call-2026,call-legacy --connections 8
     python3 bench/run.py --servers flask-mcp --rounds 5 --duration 8
 
