@@ -178,7 +178,7 @@ class ServerSpec:
     worker_class: str = "sync"
     env: dict[str, str] = field(default_factory=dict)
     backend: str = ""  # "sqlite", "redis", "memory" or "" (placeholders, filled per start)
-    role: str = "flask-mcp"  # flask-mcp, floor, sdk
+    role: str = "flask-mcp"  # flask-mcp, floor, sdk, reference (a bare app that shows a ceiling)
     optional: bool = False  # skipped by --quick
     on_request: bool = False  # run only when --servers names it in full
     note: str = ""
@@ -197,6 +197,9 @@ SERVERS = [
     ServerSpec("flask-mcp/sync/memory", "gunicorn", "bench.apps.flask_mcp_app:app", ("call-legacy", "initialize"),
                backend="memory", on_request=True,
                note="MCP_BACKEND memory:// (one worker's dict): what the session store costs, by contrast"),
+    ServerSpec("floor+insert/sync", "gunicorn", "bench.apps.floor_insert_app:app", ("initialize",),
+               backend="sqlite", role="reference", on_request=True,
+               note="the floor plus one SQLite session insert: the ceiling for initialize on that store"),
     ServerSpec("flask-mcp/gthread/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-2026", "call-legacy"), worker_class="gthread", backend="sqlite", optional=True,
                note="gthread, 8 threads"),

@@ -141,5 +141,7 @@ def test_which_servers_a_run_starts(run: Any) -> None:
     assert "flask-mcp/sync/memory" not in everything  # only when named in full
     assert "flask-mcp/sync/memory" not in keys("flask-mcp")
     assert keys("flask-mcp/sync/memory", no_gthread=True) == {"floor/sync", "flask-mcp/sync/memory"}
+    assert "floor+insert/sync" not in everything  # the initialize ceiling: also only when named
+    assert keys("floor+insert/sync", no_gthread=True) == {"floor/sync", "floor+insert/sync"}
     assert keys("sdk", no_gthread=True) == {"floor/sync", "sdk/stateless-json", "sdk/stateful"}
     assert not any("gthread" in key for key in keys(None, no_gthread=True))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,21 @@ def test_initialize_mints_a_visible_ascii_session_id(make_client: MakeClient, ap
 def test_each_initialize_mints_a_different_session_id(make_client: MakeClient, app: Flask) -> None:
     ids = {make_client(app, "2025-11-25").initialize().headers["Mcp-Session-Id"] for _ in range(5)}
     assert len(ids) == 5
+
+
+def test_session_ids_sort_in_the_order_they_were_minted(make_client: MakeClient, app: Flask) -> None:
+    """The store's index takes new sessions on its last page (see new_session_id);
+    what follows the 12-hex-digit millisecond prefix is 32 urlsafe characters,
+    192 random bits."""
+    ids = []
+    for _ in range(3):
+        ids.append(make_client(app, "2025-11-25").initialize().headers["Mcp-Session-Id"])
+        time.sleep(0.002)  # the next id falls in a later millisecond
+    assert ids == sorted(ids)
+    for session_id in ids:
+        assert re.fullmatch(r"[0-9a-f]{12}[A-Za-z0-9_-]{32}", session_id)
+        assert abs(int(session_id[:12], 16) / 1000 - time.time()) < 60
+    assert len({session_id[12:] for session_id in ids}) == 3
 
 
 @pytest.mark.parametrize("requested", ["1999-01-01", "2024-11-05", "2099-01-01", "not-a-version"])
