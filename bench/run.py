@@ -907,8 +907,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, help="rounds, each restarting every server (default 3; --quick 1)")
     p.add_argument("--connections", default="8,64", help="wrk connection counts (default 8,64)")
     p.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
+    named_only = ", ".join(s.key for s in SERVERS if s.on_request)
     p.add_argument("--servers", help="comma-separated substrings of server names (the floor always runs; "
-                   "flask-mcp/sync/memory only when named in full)")
+                   f"{named_only} only when named in full)")
     p.add_argument("--no-gthread", action="store_true", help="skip the gthread servers")
     p.add_argument("--no-sessions", action="store_true", help="skip the session-store micro-benchmark")
     p.add_argument("--sessions", type=int, help="sessions per store in bench/sessions.py (default 10000)")

@@ -142,8 +142,8 @@ def run(count: int, lookups: int, redis_db: int) -> dict[str, Any]:
         backend.check()  # creates the file and its tables
         size_empty = sqlite_file_bytes(path)
         store = backend.sessions
-        # These rows time SQLite's own reads: each worker's copies of the
-        # records it read (see sessions.py) are off here and get their own row.
+        # These rows time SQLite's own reads: each worker's copies of the records
+        # it read (flask_mcp/backends/sqlite/sessions.py) are off here and get their own row.
         store.cache_max_age = 0.0
         holder = sqlite3.connect(path)  # keeps the WAL open while filling (else ~ms per create)
         holder.execute("SELECT COUNT(*) FROM mcp_sessions").fetchall()  # a read really opens it
