@@ -26,8 +26,8 @@ from flask import Flask
 from flask_mcp.testing import MCPTestClient
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-SPEC = SHARED / "spec"
+#: The official JSON schema of each revision (vendored: tests/spec/README.md).
+SPEC = ROOT / "tests" / "spec"
 
 ALL_VERSIONS = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26")
 LEGACY_VERSIONS = ALL_VERSIONS[1:]
@@ -77,7 +77,7 @@ def _validator(version: str, definition: str) -> jsonschema.protocols.Validator:
 
 
 def validate_message(version: str, method: str | None, message: dict[str, Any]) -> None:
-    """Validate one server message against ``shared/spec/<version>/schema.json``."""
+    """Validate one server message against ``tests/spec/<version>/schema.json``."""
     if "error" in message:
         name = "JSONRPCError" if version in ("2025-03-26", "2025-06-18") else "JSONRPCErrorResponse"
         if "id" not in message and version in ("2025-03-26", "2025-06-18"):

@@ -1,63 +1,84 @@
 """The official MCP conformance suite against the fixture app under real
-gunicorn, held to the committed expected-failures baseline.
+gunicorn, held to the committed expected-failures baseline by the project's
+own runner (tests/conformance/runner.py; the suite's version is pinned by
+tests/conformance/package.json and package-lock.json).
 
 The baseline (tests/conformance/baseline/<leg>.yml) may only shrink: the run
 fails on a failing scenario that is not listed and on a listed one that passes.
+The last two tests prove the runner enforces exactly that, on real suite runs.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SHARED
+from conftest import ROOT, GunicornServer, unavailable
 
-RUN_SH = SHARED / "conformance" / "run.sh"
+RUNNER = ROOT / "tests" / "conformance" / "runner.py"
 BASELINE = ROOT / "tests" / "conformance" / "baseline"
 
 
-def _unavailable_reason() -> str | None:
-    if not RUN_SH.exists():
-        return f"{RUN_SH} not found (the shared/ folder sits beside the repository)"
+def run(url: str, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
     if shutil.which("npm") is None:
-        return "npm is needed to install the conformance suite"
-    return None
+        unavailable("npm is needed to install the MCP conformance suite (tests/conformance/package.json)")
+    return subprocess.run(
+        [sys.executable, str(RUNNER), url, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
-@pytest.mark.conformance
-@pytest.mark.e2e
-def test_conformance_suite_passes_everything_outside_the_baseline(gunicorn_server, tmp_path: Path) -> None:
-    reason = _unavailable_reason()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+@pytest.fixture(scope="module")
+def conformance_server() -> Iterator[GunicornServer]:
     # Two workers: answers and cancellations must cross processes (through the SQLite bus).
     # Keep-alive beyond Node's 4 s reuse of idle connections (the suite is a Node client):
     # with gunicorn's 2 s, a connection left idle for about 2 s (a 2 s task polled on
     # another connection) may be closed just as the client reuses it ("other side closed").
-    server = gunicorn_server("tests.conformance.app:app", workers=2, threads=16, extra_args=["--keep-alive", "5"])
-    env = {
-        **os.environ,
-        "STRICT": "1",
-        "BASELINE_DIR": str(BASELINE),
-        "REPORT_DIR": str(tmp_path / "report"),
-        "CONFORMANCE_HOME": os.environ.get(
-            "CONFORMANCE_HOME", str(Path.home() / ".cache" / "flask-mcp-conformance")
-        ),
-    }
-    proc = subprocess.run(
-        ["bash", str(RUN_SH), server.url], env=env, capture_output=True, text=True, timeout=1500
-    )
-    summary = proc.stdout[proc.stdout.find("== Summary"):] if "== Summary" in proc.stdout else proc.stdout[-4000:]
-    print(summary)
-    closing = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    server = GunicornServer("tests.conformance.app:app", workers=2, threads=16, extra_args=["--keep-alive", "5"])
+    yield server
+    server.stop()
+
+
+@pytest.mark.conformance
+@pytest.mark.e2e
+def test_conformance_suite_passes_everything_outside_the_baseline(
+    conformance_server: GunicornServer, tmp_path: Path
+) -> None:
+    proc = run(conformance_server.url, "--report", str(tmp_path / "report"))
+    print(proc.stdout)
     assert proc.returncode == 0, (
-        f"conformance run failed (exit {proc.returncode}); a failure outside the baseline or a "
-        f"baseline entry that now passes (then delete it from {BASELINE}).\n{summary}\n{proc.stderr[-3000:]}\n"
-        f"legs: {(tmp_path / 'report' / 'legs.tsv').read_text() if (tmp_path / 'report' / 'legs.tsv').exists() else ''}"
+        f"conformance run failed (exit {proc.returncode}): a failure outside the baseline or a baseline "
+        f"entry that now passes (then delete it from {BASELINE}).\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     )
-    assert closing.endswith("failed") and "passed" in closing, closing
+    closing = proc.stdout.strip().splitlines()[-1]
+    assert closing.endswith(" 0 failed") and int(closing.split()[0]) > 300, closing
+    # Every leg ran: four revisions and the extensions (tasks-*) leg.
+    for leg in ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "extensions"):
+        assert f"leg {leg} done" in proc.stdout
+
+
+@pytest.mark.conformance
+@pytest.mark.e2e
+def test_runner_fails_on_a_baseline_entry_that_passes(conformance_server: GunicornServer, tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    (baseline / "2025-03-26.yml").write_text("server:\n  - server-session-lifecycle\n")
+    proc = run(conformance_server.url, "--legs", "2025-03-26", "--baseline", str(baseline), timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "server-session-lifecycle: passes but is listed in baseline/2025-03-26.yml" in proc.stdout
+
+
+@pytest.mark.conformance
+@pytest.mark.e2e
+def test_runner_fails_on_a_failure_the_baseline_does_not_list(
+    example_server: GunicornServer, tmp_path: Path
+) -> None:
+    # The example app has none of the suite's fixture tools: the scenario fails.
+    proc = run(example_server.url, "--legs", "2026-07-28", "--scenario", "tools-call-simple-text",
+               "--baseline", str(tmp_path), timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[2026-07-28] tools-call-simple-text:" in proc.stdout and "failed check(s)" in proc.stdout
+    assert not proc.stdout.strip().splitlines()[-1].endswith(" 0 failed")

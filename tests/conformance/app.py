@@ -1,6 +1,8 @@
 """The conformance fixture server: the tools, resources and prompts that the
-official MCP conformance suite calls (../shared/conformance/fixtures.md),
-built only with flask-mcp's public API. Other checks start it by this path:
+official MCP conformance suite calls (by the names its scenarios use; the
+official Python SDK's everything-server is the reference), built only with
+flask-mcp's public API. tests/conformance/runner.py runs the suite against it;
+other checks start it by this path:
 
     gunicorn -k gthread --threads 8 --keep-alive 5 -b 127.0.0.1:PORT tests.conformance.app:app
 
