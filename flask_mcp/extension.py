@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +20,7 @@ from .backends import Backend, open_backend
 from .blueprint import create_blueprint
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
+from .environment import unloaded_variables, unloaded_warning
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
 from .protocol.features import RequestInfo
@@ -111,6 +113,9 @@ class MCP(ServerSurface):
         """Read and validate the ``MCP_*`` configuration and mount the endpoints."""
         if "mcp" in app.extensions:
             raise RuntimeError("This app already has an MCP extension; call init_app once per app.")
+        unloaded = unloaded_variables(os.environ, app.config)
+        if unloaded:
+            logger.warning(unloaded_warning(unloaded))
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
         settings = load_settings(app.config, self._overrides, app.name)
