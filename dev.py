@@ -4,7 +4,12 @@
     python3 dev.py example   # run the example MCP server on http://127.0.0.1:5000/mcp
     python3 dev.py test      # run the whole test suite (tox, against the built wheel)
 
-Both create ./.venv on first use and install what they need into it.
+Both create ./.venv on first use and install what they need into it. Further
+arguments go to the command: `python3 dev.py example --port 5001` (or set
+FLASK_RUN_PORT), `python3 dev.py test -k tools -x`.
+
+Once .venv is ready, this process becomes the server (or tox): a signal sent to
+its PID, e.g. SIGTERM from a supervisor, reaches the server itself.
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 
 
+EXTRAS = "fast,gunicorn"  # what the README's install line recommends
+
+
 def ensure_venv() -> None:
     stamp = VENV / ".flask-mcp-installed"
-    wanted = (ROOT / "pyproject.toml").read_bytes()
+    wanted = (ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()
     if stamp.exists() and stamp.read_bytes() == wanted:
         return
     if sys.version_info < (3, 11):
@@ -30,8 +38,18 @@ def ensure_venv() -> None:
     if not (BIN / "python").exists():
         venv.create(VENV, with_pip=True)
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-e", f"{ROOT}[gunicorn]", "tox>=4"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[{EXTRAS}]", "tox>=4"], check=True)
     stamp.write_bytes(wanted)
+
+
+def become(cmd: list[str], env: dict[str, str]) -> int:
+    """Replace this process by ``cmd`` (same PID, so signals reach it)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "nt":  # no exec on Windows: wait for the child instead
+        return subprocess.call(cmd, env=env)
+    os.execve(cmd[0], cmd, env)
+    raise AssertionError("unreachable")
 
 
 def main(argv: list[str]) -> int:
@@ -40,11 +58,13 @@ def main(argv: list[str]) -> int:
         return 2
     ensure_venv()
     os.chdir(ROOT)
+    env = dict(os.environ)
     if argv[0] == "example":
-        cmd = [str(BIN / "flask"), "--app", "example.app", "run", "--port", "5000", *argv[1:]]
+        env.setdefault("FLASK_RUN_PORT", "5000")
+        cmd = [str(BIN / "flask"), "--app", "example.app", "run", *argv[1:]]
     else:
         cmd = [str(BIN / "tox"), "run", "-e", "py", "--", *argv[1:]]
-    return subprocess.call(cmd)
+    return become(cmd, env)
 
 
 if __name__ == "__main__":
