@@ -10,6 +10,8 @@ The last two tests prove the runner enforces exactly that, on real suite runs.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -82,3 +84,62 @@ def test_runner_fails_on_a_failure_the_baseline_does_not_list(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "[2026-07-28] tools-call-simple-text:" in proc.stdout and "failed check(s)" in proc.stdout
     assert not proc.stdout.strip().splitlines()[-1].endswith(" 0 failed")
+
+
+# ---------------------------------------------------------------- the runner's own logic, without npm
+
+
+def load_runner():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("conformance_runner", RUNNER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_runner_reads_the_suite_listing_into_legs() -> None:
+    runner = load_runner()
+    listing = runner.parse_listing(
+        "Server scenarios (test against a server):\n"
+        "  - server-initialize [2025-06-18,2025-11-25]\n"
+        "  - server-session-lifecycle [2025-03-26,2025-06-18,2025-11-25]\n"
+        "  - server-stateless [2026-07-28]\n"
+        "  - tasks-lifecycle [extension]\n"
+    )
+    assert listing["server-session-lifecycle"] == ["2025-03-26", "2025-06-18", "2025-11-25"]
+    assert runner.legs_of(listing) == ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "extensions"]
+
+
+def test_runner_reads_the_baseline_formats_the_suite_writes(tmp_path: Path) -> None:
+    runner = load_runner()
+    path = tmp_path / "leg.yml"
+    path.write_text("# comment\nserver: []\n")
+    assert runner.read_baseline(path) == set()
+    path.write_text("server:\n  - tasks-lifecycle  # flaky upstream\n  - 'caching'\nclient:\n  - not-ours\n")
+    assert runner.read_baseline(path) == {"tasks-lifecycle", "caching"}
+    runner.write_baseline(path, {"b", "a"})
+    assert path.read_text() == "server:\n  - a\n  - b\n" and runner.read_baseline(path) == {"a", "b"}
+    assert runner.read_baseline(tmp_path / "missing.yml") == set()
+
+
+def test_runner_strict_rules(tmp_path: Path) -> None:
+    runner = load_runner()
+    results = tmp_path / "results"
+    for name, statuses in {"passes": ["SUCCESS", "WARNING"], "fails": ["SUCCESS", "FAILURE"],
+                           "listed-passes": ["SUCCESS"], "listed-fails": ["FAILURE"]}.items():
+        folder = results / f"server-{name}-2026-12-01T10-00-00-000Z"
+        folder.mkdir(parents=True)
+        checks = [{"id": f"{name}-{i}", "status": s, "errorMessage": "boom"} for i, s in enumerate(statuses)]
+        (folder / "checks.json").write_text(json.dumps(checks))
+    leg = runner.Leg("2026-07-28", ["passes", "fails", "listed-passes", "listed-fails", "never-ran"],
+                     {"listed-passes", "listed-fails", "gone"})
+    runner.collect(leg, results)
+    problems = "\n".join(leg.problems())
+    assert "fails: 1 failed check(s): fails-1: boom" in problems  # a failure the baseline does not list
+    assert "listed-passes: passes but is listed" in problems  # a stale baseline entry
+    assert "never-ran: the suite reported no result" in problems
+    assert "gone: listed in baseline/2026-07-28.yml but the suite has no such scenario" in problems
+    assert "listed-fails" not in problems and "\n[2026-07-28] passes" not in problems
+    assert len(leg.problems()) == 4
+    assert runner.summary([leg])[-1] == "3 passed, 3 failed"  # checks; the unreported scenario counts 1
