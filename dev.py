@@ -30,7 +30,7 @@ def ensure_venv() -> None:
     if not (BIN / "python").exists():
         venv.create(VENV, with_pip=True)
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-e", f"{ROOT}[gunicorn]", "tox>=4"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[gunicorn,skills]", "tox>=4"], check=True)
     stamp.write_bytes(wanted)
 
 

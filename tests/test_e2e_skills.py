@@ -223,3 +223,23 @@ def test_an_unknown_skill_is_invalid_params_for_the_official_client(server: Any)
 
     assert error.error.code == -32602
     assert "skill://nowhere/SKILL.md" in error.error.message
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_example_bookshop_serves_its_desk_runbook_skill(example_server: Any, mode: str) -> None:
+    async def scenario() -> tuple[Any, list[dict[str, Any]], dict[str, bytes], str | None]:
+        async with Client(example_server.url, mode=mode) as c:
+            extensions = c.server_capabilities.model_dump(by_alias=True).get("extensions") or {}
+            (entry,) = (await list_skills(c)).skills
+            files = {r["uri"]: verified(await read_bytes(c, r["uri"]), r) for r in entry["resources"]}
+            return extensions, entry["resources"], files, c.instructions
+
+    extensions, manifest, files, instructions = run(scenario())
+
+    assert extensions["io.modelcontextprotocol/skills"] == {"directoryRead": True}
+    assert [r["uri"] for r in manifest] == [
+        "skill://bookshop-desk/SKILL.md", "skill://bookshop-desk/references/reservations.md"]
+    runbook = files["skill://bookshop-desk/SKILL.md"].decode()
+    for tool in ("search_books", "get_book", "reserve_book", "opening_hours"):  # a runbook for its own tools
+        assert f"`{tool}`" in runbook
+    assert instructions is not None and "skill://bookshop-desk/SKILL.md" in instructions
