@@ -111,15 +111,17 @@ class SkillFile:
     uri: str
     data: bytes
     mime_type: str
+    digest: str
 
     @classmethod
     def build(cls, root: str, path: str, data: bytes) -> SkillFile:
-        return cls(path, f"{root}/{quote(path, safe=_PATH_SAFE)}", data, mime_type_of(path, data))
+        uri = f"{root}/{quote(path, safe=_PATH_SAFE)}"
+        return cls(path, uri, data, mime_type_of(path, data), digest_of(data))
 
     @property
     def manifest(self) -> dict[str, Any]:
         """Its ``SkillResource``: the digest and size of exactly the bytes served."""
-        return {"uri": self.uri, "digest": digest_of(self.data), "size": len(self.data)}
+        return {"uri": self.uri, "digest": self.digest, "size": len(self.data)}
 
     @property
     def listing(self) -> dict[str, Any]:
@@ -180,11 +182,13 @@ class Skill:
     cache_scope: str | None = None
     _by_uri: dict[str, SkillFile] = field(default_factory=dict, repr=False)
     _directories: dict[str, str] = field(default_factory=dict, repr=False)
+    _manifest: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.files is not None:
+        if self.files is not None:  # a snapshot: everything about it is known now
             self._by_uri = {f.uri: f for f in self.files}
             self._directories = directories(self.files, self.root)
+            self._manifest = [f.manifest for f in self.files]
 
     @property
     def root(self) -> str:
@@ -208,7 +212,7 @@ class Skill:
 
     def entry(self) -> dict[str, Any]:
         """Its ``Skill`` entry (the same for ``skills/list`` and ``skills/get``)."""
-        resources: Any = "dynamic" if self.files is None else [f.manifest for f in self.files]
+        resources: Any = "dynamic" if self._manifest is None else self._manifest
         return {"uri": self.uri, "frontmatter": self.frontmatter, "resources": resources}
 
     def listing(self) -> dict[str, Any]:
