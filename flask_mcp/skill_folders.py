@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .auth import validate_scopes
 from .frontmatter import FrontMatterError, parse
-from .skills import MAX_BYTES, MAX_FILES, SKILL_FILE, Skill, SkillFile, check_name, skill_path
+from .skills import MAX_BYTES, MAX_FILES, SKILL_FILE, Skill, SkillFile, check_frontmatter, check_name, skill_path
 
 #: Scopes for every skill found, or per skill (by name or skill path).
 ScopesSpec = Sequence[str] | Mapping[str, Sequence[str]] | None
@@ -85,15 +85,12 @@ def load_skill(
     name = frontmatter.get("name")
     if name is None:
         raise ValueError(f"{where}: the {SKILL_FILE} front matter has no name (it must equal the folder's name)")
-    check_name(name, f"{where}: {SKILL_FILE}")
+    check_frontmatter(frontmatter, f"{where}: {SKILL_FILE}")
     if name != folder.name:
         raise ValueError(
             f"{where}: the {SKILL_FILE} front matter names the skill {name!r}, but its folder is {folder.name!r}; "
             "the Agent Skills specification wants them equal (rename one)"
         )
-    description = frontmatter.get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise ValueError(f"{where}: the {SKILL_FILE} front matter needs a non-empty description")
     files.sort(key=lambda f: (f.path != SKILL_FILE, f.path))
     return Skill(path, frontmatter, validate_scopes(scopes, where), tuple(files), ttl_ms=ttl_ms,
                  cache_scope=cache_scope)

@@ -62,6 +62,19 @@ def check_name(name: Any, where: str) -> str:
     return name
 
 
+def check_frontmatter(fields: Mapping[str, Any], where: str) -> None:
+    """What the Agent Skills specification asks of the front matter (the extension
+    requires it): a valid ``name``, a ``description`` of 1-1024 characters, and
+    a ``compatibility``, when given, of 1-500."""
+    check_name(fields.get("name"), where)
+    description = fields.get("description")
+    if not isinstance(description, str) or not description.strip() or len(description) > 1024:
+        raise ValueError(f"{where}: needs a description of 1-1024 characters (what the skill does, when to use it)")
+    compatibility = fields.get("compatibility")
+    if "compatibility" in fields and (not isinstance(compatibility, str) or not 1 <= len(compatibility) <= 500):
+        raise ValueError(f"{where}: compatibility, when given, is text of 1-500 characters")
+
+
 def skill_path(prefix: str | None, name: str, where: str) -> str:
     """``prefix/name``, each prefix segment checked (they become the URI's authority and path)."""
     segments = [s for s in (prefix or "").strip("/").split("/") if s] + [name]
@@ -288,14 +301,12 @@ def generated_skill(
     from .frontmatter import check_json
 
     label = f"Skill {name!r}"
-    check_name(name, label)
-    if not isinstance(description, str) or not description.strip():
-        raise ValueError(f"{label}: needs a description (the docstring, or description=...)")
     extra = dict(frontmatter or {})
     for key in ("name", "description"):
         if key in extra:
             raise ValueError(f"{label}: give {key} as {key}=..., not in frontmatter=")
     fields = {"name": name, "description": description, **extra}
+    check_frontmatter(fields, f"{label} (the docstring or description=... describes it)")
     check_json(fields, label)
     try:
         spec = build_input(fn, context_type=Context, tool_name=label)

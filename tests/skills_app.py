@@ -31,7 +31,7 @@ mcp.token_verifier(TOKENS.get)
 mcp.skills_from_directory(Path(__file__).parent / "skill_fixtures", scopes={"payroll-guide": ["payroll:read"]})
 
 
-@mcp.skill(frontmatter={"metadata": {"generated": True}})
+@mcp.skill(frontmatter={"metadata": {"generated": "per read"}})
 def caller_card(ctx: Context) -> dict[str, str]:
     """Say who is calling (generated on each read)."""
     subject = ctx.principal.subject if ctx.principal else "anonymous"

@@ -200,7 +200,7 @@ def test_a_generated_skill_is_dynamic_and_its_front_matter_reads_back_as_listed(
     assert entry["resources"] == "dynamic"
     assert entry["frontmatter"] == {
         "name": "caller-card", "description": "Say who is calling (generated on each read).",
-        "metadata": {"generated": True},
+        "metadata": {"generated": "per read"},
     }
     # What the host compares before loading it: the file's front matter, field by field, by a YAML parser.
     block, body = split(skill_md.decode())

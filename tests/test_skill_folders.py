@@ -74,10 +74,20 @@ def test_a_folder_name_that_breaks_the_naming_rules_is_refused(tmp_path: Path, n
     refused(tmp_path, "naming rules")
 
 
-def test_a_missing_or_empty_description_is_refused(tmp_path: Path) -> None:
-    skill(tmp_path / "terse", front="name: terse\ndescription: ''")
+@pytest.mark.parametrize("front", [
+    "name: terse", "name: terse\ndescription: ''", "name: terse\ndescription: [a, b]",
+    "name: terse\ndescription: " + "x" * 1025,
+])
+def test_a_description_missing_empty_or_over_1024_characters_is_refused(tmp_path: Path, front: str) -> None:
+    skill(tmp_path / "terse", front=front)
 
-    refused(tmp_path, "non-empty description")
+    refused(tmp_path, "description of 1-1024 characters")
+
+
+def test_a_compatibility_over_500_characters_is_refused(tmp_path: Path) -> None:
+    skill(tmp_path / "picky", front="name: picky\ndescription: d\ncompatibility: " + "x" * 501)
+
+    refused(tmp_path, "compatibility")
 
 
 def test_a_symlinked_file_leading_outside_the_skill_is_refused(tmp_path: Path) -> None:
