@@ -19,7 +19,7 @@ import mimetypes
 import posixpath
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -48,9 +48,6 @@ _NAME = re.compile(r"^(?!.*--)[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 _SEGMENT = re.compile(r"^(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})+$")
 #: What a file path may keep unescaped in a URI (RFC 3986 pchar and "/").
 _PATH_SAFE = "/!$&'()*+,;=:@~-._"
-
-#: A generated skill: the ``SKILL.md`` body, or ``{"SKILL.md": body, "path": text or bytes}``.
-Generated = str | Mapping[str, str | bytes]
 
 
 def check_name(name: Any, where: str) -> str:
@@ -379,7 +376,7 @@ class SkillRegistry:
     def __len__(self) -> int:
         return len(self._skills)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Skill]:
         return iter(list(self._skills.values()))
 
     # ------------------------------------------------------------------ SkillProvider
