@@ -25,7 +25,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 
 
-EXTRAS = "fast,gunicorn"  # what the README's install line recommends
+EXTRAS = "fast,gunicorn,skills"  # the README's install line, plus skills for the example's runbook
 
 
 def ensure_venv() -> None:

@@ -1,6 +1,7 @@
 """A small bookshop exposed to AI hosts as an MCP server: tools, resources
-(the catalogue, and each book through a URI template), a prompt, and an MCP
-App -- a shelf view that hosts show next to search results.
+(the catalogue, and each book through a URI template), a prompt, an MCP
+App -- a shelf view that hosts show next to search results -- and a skill,
+the desk runbook for its own tools (example/skills/).
 
     flask --app example.app run                      # development server
     gunicorn -c example/gunicorn.conf.py example.app:app
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 from datetime import date
+from pathlib import Path
 from typing import Annotated, Literal
 
 from flask import Flask, render_template
@@ -21,6 +23,7 @@ from pydantic import BaseModel, Field
 from flask_mcp import MCP, Context, EmbeddedResource, ToolError, UserMessage
 
 app = Flask(__name__)
+app.config["MCP_SKILLS_DIRECTORY_READ"] = True  # hosts may list a skill's folders (resources/directory/read)
 app.config.from_prefixed_env()
 
 mcp = MCP(app, name="bookshop", version="1.0.0", title="Corner Bookshop")
@@ -64,7 +67,10 @@ CATALOGUE = {
 @mcp.instructions
 def instructions(ctx: Context) -> str:
     client = ctx.client_info.get("name", "an MCP client")
-    return f"You are helping a customer of the Corner Bookshop through {client}. Prices are in euros."
+    return (
+        f"You are helping a customer of the Corner Bookshop through {client}. Prices are in euros. "
+        "Before using the tools, load the skill skill://bookshop-desk/SKILL.md."
+    )
 
 
 @mcp.tool(annotations={"readOnlyHint": True}, ui="ui://bookshop/shelf")
@@ -150,3 +156,11 @@ def shelf() -> str:
     """
     return render_template("shelf.html", books=[b.model_dump() for b in CATALOGUE.values()])
 
+
+
+# ---------------------------------------------------------------------- skills
+
+
+# The desk runbook for the tools above, served with them (the skills extension;
+# its SKILL.md front matter is YAML: the "skills" extra installs PyYAML).
+mcp.skills_from_directory(Path(__file__).parent / "skills")

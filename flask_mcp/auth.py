@@ -405,5 +405,6 @@ def _metadata() -> Response:
 def _declared_scopes(state: Any) -> tuple[str, ...]:
     """Every scope a registered tool, resource or prompt asks for, when none are configured."""
     mcp = state.extension
-    found = mcp.tools.declared_scopes() | mcp.resources.declared_scopes() | mcp.prompts.declared_scopes()
+    found = (mcp.tools.declared_scopes() | mcp.resources.declared_scopes() | mcp.prompts.declared_scopes()
+             | mcp.skills.declared_scopes())
     return tuple(sorted(found))

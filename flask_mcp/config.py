@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     "MCP_TASK_TTL": 3600,
     "MCP_TASK_POLL_INTERVAL_MS": 1000,
     "MCP_TASK_MAX_RUNNING": 64,  # task tools running at once per worker process (None: no limit)
+    # Skills (the io.modelcontextprotocol/skills extension): also answer
+    # resources/directory/read, declared as directoryRead (docs/skills.md).
+    "MCP_SKILLS_DIRECTORY_READ": False,
 }
 
 OriginCheck = Callable[[str], bool]
@@ -104,6 +107,7 @@ class Settings:
     task_ttl: float | None = 3600.0
     task_poll_interval_ms: int = 1000
     task_max_running: int | None = 64
+    skills_directory_read: bool = False
 
 
 class ConfigError(ValueError):
@@ -148,6 +152,7 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         task_ttl=_optional_number(value("MCP_TASK_TTL"), "MCP_TASK_TTL", minimum=1),
         task_poll_interval_ms=int(_number(value("MCP_TASK_POLL_INTERVAL_MS"), "MCP_TASK_POLL_INTERVAL_MS", minimum=1)),
         task_max_running=_optional_int(value("MCP_TASK_MAX_RUNNING"), "MCP_TASK_MAX_RUNNING"),
+        skills_directory_read=_flag(value("MCP_SKILLS_DIRECTORY_READ"), "MCP_SKILLS_DIRECTORY_READ"),
         **_security_settings(value),
     )
 
@@ -184,6 +189,12 @@ def _security_settings(value: Callable[[str], Any]) -> dict[str, Any]:
         "cors_origins": tuple(o.rstrip("/") for o in _strings(value("MCP_CORS_ORIGINS"), "MCP_CORS_ORIGINS")),
         "max_json_depth": int(_number(value("MCP_MAX_JSON_DEPTH"), "MCP_MAX_JSON_DEPTH", minimum=2)),
     }
+
+
+def _flag(value: Any, key: str) -> bool:
+    if value not in (True, False, 0, 1):
+        raise ConfigError(f"{key} must be True or False (got {value!r})")
+    return bool(value)
 
 
 def _optional_string(value: Any, key: str) -> str | None:

@@ -31,6 +31,7 @@ from .protocol.session import SessionStore
 from .protocol.subscriptions import list_changed_event, resource_updated_event
 from .protocol.tasks import Tasks
 from .ratelimit import RateLimits
+from .skills import ResourcesWithSkills
 from .streaming import StreamOptions
 from .surface import ServerSurface
 from .tasks import in_background, watch
@@ -98,7 +99,7 @@ class MCP(ServerSurface):
         self._instructions: InstructionsSource | None = instructions
         self._tools = ToolRegistry()
         self._tools.on_list_changed.append(self._changed)
-        self._init_surface(self._changed, self._forget_cached)  # resources, prompts, completions (surface.py)
+        self._init_surface(self._changed, self._forget_cached)  # resources, prompts, completions, skills (surface.py)
         #: The cores built by init_app, one per app (their prepared capabilities
         #: are dropped whenever a feature is added or removed).
         self._servers: list[Server] = []
@@ -143,15 +144,17 @@ class MCP(ServerSurface):
                 ttl_ms=settings.cache_ttl_ms,
                 cache_scope=settings.cache_scope,
                 max_json_depth=settings.max_json_depth,
+                skills_directory_read=settings.skills_directory_read,
             ),
             instructions=functools.partial(self._instructions_for, fallback=static_instructions),  # no lambda frame
             state_key=_request_state_key,
             bus=backend.bus,
             events=backend.events,
-            resources=self._resources,
+            resources=ResourcesWithSkills(self._resources, self._skills),
             prompts=self._prompts,
             completions=self._completions,
             tasks=_tasks(backend, settings),
+            skills=self._skills,
         )
         self._servers.append(server)
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)

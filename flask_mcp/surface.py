@@ -1,16 +1,21 @@
-"""The resources, prompts, completions and MCP Apps half of the extension's
-API (a base class of :class:`~flask_mcp.MCP`): decorators that register plain
-functions and return them unchanged, and their run-time counterparts."""
+"""The resources, prompts, completions, MCP Apps and skills half of the
+extension's API (a base class of :class:`~flask_mcp.MCP`): decorators that
+register plain functions and return them unchanged, and their run-time
+counterparts."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from .apps import CSP, UI_MIME_TYPE, DomainSource, UIOptions
 from .completions import Completer, CompleterSource, CompletionRegistry, RefType
 from .prompts import Prompt, PromptRegistry
-from .resources import Resource, ResourceRegistry
+from .resources import CACHE_SCOPES, Resource, ResourceRegistry
+from .schema import describe
+from .skill_folders import ScopesSpec, load_directory
+from .skills import SkillRegistry, generated_skill
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,6 +26,7 @@ class ServerSurface:
     _resources: ResourceRegistry
     _prompts: PromptRegistry
     _completions: CompletionRegistry
+    _skills: SkillRegistry
 
     def _init_surface(self, on_list_changed: Callable[[str], None], on_completions: Callable[[], None]) -> None:
         """Create the registries; ``on_list_changed(kind)`` hears every change of
@@ -32,6 +38,8 @@ class ServerSurface:
         self._resources.on_list_changed.append(on_list_changed)
         self._prompts.on_list_changed.append(on_list_changed)
         self._completions.on_change.append(on_completions)
+        self._skills = SkillRegistry()
+        self._skills.on_list_changed.append(on_list_changed)
 
     @property
     def resources(self) -> ResourceRegistry:
@@ -44,6 +52,10 @@ class ServerSurface:
     @property
     def completions(self) -> CompletionRegistry:
         return self._completions
+
+    @property
+    def skills(self) -> SkillRegistry:
+        return self._skills
 
     # ------------------------------------------------------------------ resources
 
@@ -250,3 +262,94 @@ class ServerSurface:
                 raise ValueError(f"complete= names {argument!r}, which is not an argument of {target!r}")
             Completer(source, f"argument {argument!r} of {target!r}")  # fails on a bad signature
         return dict(complete or {})
+
+    # ------------------------------------------------------------------ skills
+
+    def skills_from_directory(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        prefix: str | None = None,
+        scopes: ScopesSpec = None,
+        ttl_ms: int | None = None,
+        cache_scope: str | None = None,
+    ) -> list[str]:
+        """Serve every skill under ``path`` (each folder holding a ``SKILL.md``,
+        ``path`` itself included) through the skills extension; returns their
+        ``SKILL.md`` URIs, ``skill://<prefix>/<folder path>/SKILL.md``.
+
+        The files are read now and served from memory, with a manifest of their
+        SHA-256 digests and sizes. Refused here: a ``SKILL.md`` without front
+        matter ``name`` and ``description``, a name unlike its folder's, a link
+        leading outside the skill's folder, a skill over 512 files or 16 MiB.
+        Hidden files and ``__pycache__`` are left out. ``scopes``: what a caller's
+        token must grant to see and read the skills (one list for all, or a dict
+        by skill name); ``ttl_ms``/``cache_scope``: cache hints of their reads.
+        Needs PyYAML (``pip install 'flask-mcp[skills]'``).
+        """
+        _check_cache_hints(ttl_ms, cache_scope, f"Skills in {str(path)!r}")
+        skills = load_directory(path, prefix=prefix, scopes=scopes, ttl_ms=ttl_ms, cache_scope=cache_scope)
+        self._skills.add(skills)
+        return [skill.uri for skill in skills]
+
+    def skill(
+        self,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        prefix: str | None = None,
+        frontmatter: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
+        ttl_ms: int | None = None,
+        cache_scope: str | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function that generates a skill's files on each read; its
+        manifest is ``"dynamic"`` (no digests). It returns the ``SKILL.md`` body
+        (markdown; the front matter is written from ``name``, ``description`` and
+        ``frontmatter``) or a dict ``{"SKILL.md": body, "path/file": text or bytes}``.
+
+        ``name`` defaults to the function's name with ``-`` for ``_``,
+        ``description`` to its docstring; ``frontmatter``: further fields
+        (``license``, ``metadata``...); ``scopes``, ``ttl_ms``, ``cache_scope`` as
+        for :meth:`skills_from_directory`. The function may take a ``Context``.
+        """
+        def register(fn: F) -> F:
+            self.add_skill(fn, name=name, description=description, prefix=prefix, frontmatter=frontmatter,
+                           scopes=scopes, ttl_ms=ttl_ms, cache_scope=cache_scope)
+            return fn
+
+        return register
+
+    def add_skill(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        prefix: str | None = None,
+        frontmatter: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
+        ttl_ms: int | None = None,
+        cache_scope: str | None = None,
+    ) -> str:
+        """Register a generated skill at any time (see :meth:`skill`); returns its ``SKILL.md`` URI."""
+        chosen = name or fn.__name__.replace("_", "-")
+        summary, _ = describe(fn)
+        _check_cache_hints(ttl_ms, cache_scope, f"Skill {chosen!r}")
+        skill = generated_skill(
+            fn, name=chosen, description=description or summary or "", prefix=prefix, frontmatter=frontmatter,
+            scopes=scopes, ttl_ms=ttl_ms, cache_scope=cache_scope,
+        )
+        self._skills.add([skill])
+        return skill.uri
+
+    def remove_skill(self, uri: str) -> None:
+        """Stop serving the skill whose ``SKILL.md`` is at ``uri``."""
+        self._skills.remove(uri)
+
+
+def _check_cache_hints(ttl_ms: int | None, cache_scope: str | None, label: str) -> None:
+    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0):
+        raise ValueError(f"{label}: ttl_ms must be an integer >= 0 (got {ttl_ms!r})")
+    if cache_scope is not None and cache_scope not in CACHE_SCOPES:
+        raise ValueError(f"{label}: cache_scope must be 'public' or 'private' (got {cache_scope!r})")

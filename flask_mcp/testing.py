@@ -203,6 +203,21 @@ class MCPTestClient:
             params["context"] = {"arguments": context_arguments}
         return self.request("completion/complete", params, **kwargs)
 
+    def list_skills(self, cursor: str | None = None, **kwargs: Any) -> MCPResponse:
+        """One page of ``skills/list`` (the skills extension; pass the previous ``nextCursor`` for the next)."""
+        return self.request("skills/list", {"cursor": cursor} if cursor else {}, **kwargs)
+
+    def get_skill(self, uri: str, **kwargs: Any) -> MCPResponse:
+        """``skills/get``: the entry of the skill whose ``SKILL.md`` is at ``uri``."""
+        return self.request("skills/get", {"uri": uri}, **kwargs)
+
+    def read_directory(self, uri: str, cursor: str | None = None, **kwargs: Any) -> MCPResponse:
+        """One page of ``resources/directory/read`` (when the server declares ``directoryRead``)."""
+        params: dict[str, Any] = {"uri": uri}
+        if cursor:
+            params["cursor"] = cursor
+        return self.request("resources/directory/read", params, **kwargs)
+
     def get_task(self, task_id: str, **kwargs: Any) -> MCPResponse:
         """``tasks/get`` (the tasks extension; declare it in ``capabilities``)."""
         return self.request("tasks/get", {"taskId": task_id}, **kwargs)

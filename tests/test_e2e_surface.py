@@ -38,7 +38,8 @@ def test_the_client_lists_and_reads_resources_and_templates(example_server: Any,
 
     resources, templates, catalogue, hobbit = run(scenario())
 
-    assert {str(r.uri) for r in resources.resources} == {"bookshop://catalogue", "ui://bookshop/shelf"}
+    assert {str(r.uri) for r in resources.resources} == {
+        "bookshop://catalogue", "ui://bookshop/shelf", "skill://bookshop-desk/SKILL.md"}
     assert [t.uri_template for t in templates.resource_templates] == ["bookshop://books/{isbn}"]
     assert len(json.loads(catalogue.contents[0].text)) == 4
     assert json.loads(hobbit.contents[0].text)["title"] == "The Hobbit"

@@ -38,3 +38,6 @@ class ProtocolOptions:
     ttl_ms: int = 60_000
     cache_scope: str = "public"
     max_json_depth: int = 64
+    #: The skills extension answers ``resources/directory/read`` (and says so:
+    #: ``directoryRead: true``); off by default, as in the extension.
+    skills_directory_read: bool = False

@@ -18,11 +18,12 @@ from .info import ProtocolOptions, ServerInfo
 from .meta import LOG_LEVELS
 from .pagination import page
 from .prompt_methods import CompletionMethods, PromptMethods
-from .providers import CompletionProvider, PromptProvider, ResourceProvider
+from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
 from .resource_methods import ResourceMethods
 from .rounds import Interim, RoundTrips
 from .session import SessionStore
 from .shaping import block_for
+from .skill_methods import SkillMethods
 from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
 from .tasks import TASKS_EXTENSION, Tasks
 from .versions import REVISIONS, SUPPORTED_VERSIONS, Revision
@@ -50,6 +51,7 @@ class Methods:
         completions: CompletionProvider | None = None,
         clock: Callable[[], float] = time.time,
         tasks: Tasks | None = None,
+        skills: SkillProvider | None = None,
     ) -> None:
         self.info = info
         #: The tasks extension, when the backend keeps tasks.
@@ -76,6 +78,7 @@ class Methods:
             ResourceMethods(resources, options=options, rounds=self.rounds, sessions=sessions),
             PromptMethods(prompts, options=options, rounds=self.rounds, sessions=sessions),
             CompletionMethods(completions),
+            SkillMethods(skills, options=options),
         )
 
     def table(self) -> dict[str, Handler]:
@@ -121,7 +124,7 @@ class Methods:
             # GET stream, which this server does not open.
             capabilities["tools"] = {"listChanged": True}
         live = self.list_changed and revision.stateless
-        for feature in self.features:  # resources, prompts, completions: once registered
+        for feature in self.features:  # resources, prompts, completions, skills: once registered
             for key, value in feature.capabilities(revision, live).items():
                 capabilities[key] = {**capabilities.get(key, {}), **value} if key == "extensions" else value
         if revision.stateless and self._offers_tasks():

@@ -97,3 +97,24 @@ class CompletionProvider(Protocol):
         """Suggestions for ``argument`` of the prompt or resource template ``ref``
         names (``InvalidParams`` for a reference to nothing we serve; 403 when the
         caller may not use what it names)."""
+
+
+class SkillProvider(Protocol):
+    """The skills of the skills extension (SEP-2640), whose files are resources
+    too (the resource provider serves their ``resources/read``)."""
+
+    def __len__(self) -> int:
+        """How many skills there are (none: the extension is not declared)."""
+
+    def entries(self, request: RequestInfo) -> Sequence[dict[str, Any]]:
+        """Every ``Skill`` entry (``uri``, ``frontmatter``, ``resources``) the caller
+        may read, in a deterministic order; each entry whole (never split)."""
+
+    def entry(self, uri: str, request: RequestInfo) -> dict[str, Any] | None:
+        """The entry of the skill whose ``SKILL.md`` is at ``uri``, listed or not
+        (403 when the caller may not read it); ``None`` when no skill is there."""
+
+    def directory(self, uri: str, request: RequestInfo) -> list[dict[str, Any]] | None:
+        """The ``Resource`` entries of a directory's direct children (subdirectories
+        with ``mimeType: "inode/directory"``); ``None`` when ``uri`` names no
+        directory the caller may read."""

@@ -34,7 +34,7 @@ from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import SERVER_INFO_KEY, RequestMeta, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
-from .providers import CompletionProvider, PromptProvider, ResourceProvider
+from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .subscriptions import Listen
 from .tasks import Tasks
@@ -69,6 +69,7 @@ class Server:
         completions: CompletionProvider | None = None,
         clock: Callable[[], float] = time.time,
         tasks: Tasks | None = None,
+        skills: SkillProvider | None = None,
     ) -> None:
         self.info = info
         self.sessions = sessions
@@ -89,6 +90,7 @@ class Server:
             completions=completions,
             clock=clock,
             tasks=tasks,
+            skills=skills,
         )
         self._handlers = self.methods.table()
 

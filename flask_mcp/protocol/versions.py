@@ -77,6 +77,11 @@ class Revision:
     #: Response streams open with a priming event, carry event ids and can be
     #: resumed with ``GET`` + ``Last-Event-ID`` (older clients choke on priming).
     resumable_streams: bool = False
+    #: The skills extension (SEP-2640) is declared in ``capabilities.extensions``
+    #: and its methods served: 2026-07-28, whose schema has the ``extensions`` map,
+    #: and 2025-11-25 sessions, for which SEP-2133 negotiates extensions in
+    #: ``initialize``. Older sessions still read skill files as ordinary resources.
+    skills: bool = False
 
 
 #: Resources, prompts and completion, in both eras (each answers -32601 while
@@ -89,6 +94,8 @@ _LEGACY_METHODS = frozenset(
     {"initialize", "ping", "tools/list", "tools/call", "logging/setLevel", "resources/subscribe",
      "resources/unsubscribe"}
 ) | _CATALOG_METHODS
+#: The skills extension's methods (SEP-2640), on the revisions whose ``skills`` is true.
+_SKILL_METHODS = frozenset({"skills/list", "skills/get", "resources/directory/read"})
 # 2026-07-28 replaced resources/subscribe and unsubscribe with subscriptions/listen.
 # The tasks extension's methods are served (to requests declaring it) when the backend keeps tasks.
 _STATELESS_METHODS = (
@@ -159,8 +166,9 @@ REVISIONS: dict[str, Revision] = {
         prompt_argument_fields=_BASE_PROMPT_ARGUMENT_FIELDS | {"title"},
         completion_context=True,
         resource_not_found_code=-32002,
-        core_methods=_LEGACY_METHODS,
+        core_methods=_LEGACY_METHODS | _SKILL_METHODS,
         resumable_streams=True,
+        skills=True,
     ),
     "2026-07-28": Revision(
         version="2026-07-28",
@@ -182,7 +190,8 @@ REVISIONS: dict[str, Revision] = {
         prompt_argument_fields=_BASE_PROMPT_ARGUMENT_FIELDS | {"title"},
         completion_context=True,
         resource_not_found_code=-32602,
-        core_methods=_STATELESS_METHODS,
+        core_methods=_STATELESS_METHODS | _SKILL_METHODS,
+        skills=True,
     ),
 }
 

@@ -17,6 +17,8 @@ import struct
 import time
 import wave
 import zlib
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 from flask import Flask
@@ -26,6 +28,8 @@ from flask_mcp import MCP, Audio, Context, EmbeddedResource, Header, Image, MCPE
 app = Flask(__name__)
 # Seals the 2026-07-28 requestState; a real deployment sets its own secret.
 app.config["SECRET_KEY"] = "conformance-fixture-not-a-secret"
+# The skills extension's optional resources/directory/read (sep-2640-skills-directory).
+app.config["MCP_SKILLS_DIRECTORY_READ"] = True
 app.config.from_prefixed_env()
 mcp = MCP(app, name="flask-mcp-conformance", version="1.0.0")
 
@@ -507,3 +511,16 @@ def test_trigger_prompt_change() -> str:
     mcp.add_prompt(_temporary_prompt, name="test_temporary_prompt")
     mcp.remove_prompt("test_temporary_prompt")
     return "Prompt list changed"
+
+
+# ---------------------------------------------------------------------- skills (SEP-2640)
+# The sep-2640-* scenarios list skills, get the first one, read its SKILL.md and
+# its root directory (which must have a subdirectory: references/).
+mcp.skills_from_directory(Path(__file__).parent / "skills")
+
+
+@mcp.skill(frontmatter={"license": "MIT"})
+def server_clock() -> dict[str, str]:
+    """Tell the time as this server sees it (a generated skill: its manifest is dynamic)."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return {"SKILL.md": "# Server clock\n\nSee [now.txt](now.txt).\n", "now.txt": now + "\n"}
