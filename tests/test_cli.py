@@ -278,6 +278,7 @@ def test_check_passes_on_a_sqlite_backend_and_says_what_it_did(tmp_path: Path) -
     # The probe session was deleted again.
     counted = json.loads(runner_for(app)("sessions", "--json").stdout)
     assert counted["sessions"]["live"] == 0
+    assert counted["tasks"]["live"] == 1  # the probe task, until it expires
 
 
 def test_check_fails_when_the_backend_is_unreachable(tmp_path: Path) -> None:

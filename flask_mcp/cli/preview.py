@@ -205,6 +205,8 @@ def _handler(preview: PreviewServer, role: str) -> type[BaseHTTPRequestHandler]:
                     html, ui = preview.read_view()
                     self._send(200, html.encode(), "text/html; charset=utf-8",
                                {"Content-Security-Policy": view_csp(ui)})
+                elif path == "/favicon.ico":  # browsers ask; no console error for a missing one
+                    self._send(204, b"", "image/x-icon")
                 else:
                     self._text(404, "Not found.")
             except click.ClickException as exc:
