@@ -78,6 +78,17 @@ def create_app(**config: Any) -> Flask:
         answer = ctx.elicit("Proceed?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
         return f"answered {answer.action}"
 
+    @mcp.tool(task="required")
+    def add_later(a: int, b: int, ctx: Context) -> int:
+        """Adds, as a task."""
+        ctx.set_task_status("adding")
+        return a + b
+
+    @mcp.tool(task="optional")
+    def maybe_task(ctx: Context) -> str:
+        """Runs as a task when the client declares them."""
+        return f"task id: {ctx.task_id}"
+
     @mcp.tool(ui="ui://cli/counter")
     def count(start: int = 0) -> Count:
         """Count one up from start."""

@@ -6,6 +6,7 @@ server (JWKS, introspection) on loopback (tests/auth_servers.py)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -113,7 +114,7 @@ def test_list_shows_every_feature_on_a_line(run: Run) -> None:
     assert "      Return the arguments as the tool received them." in lines
     assert "A second line" not in result.stdout
     assert "  count(start?: integer = 0) -> object  [view ui://cli/counter]" in lines
-    assert "Tools (7)" in lines
+    assert "Tools (9)" in lines
     assert "  cli://notes  text/plain  Notes" in lines
     assert "  ui://cli/counter  text/html;profile=mcp-app  Counter" in lines
     assert "Resource templates (1)" in lines
@@ -143,7 +144,7 @@ def test_list_json_holds_the_definitions_a_2026_client_reads() -> None:
 def test_list_follows_every_page() -> None:
     app = create_app(MCP_PAGE_SIZE=2)
     listed = json.loads(runner_for(app)("list", "--json").stdout)
-    assert len(listed["tools"]) == 7
+    assert len(listed["tools"]) == 9
     assert len(listed["resources"]) == 2
 
 
@@ -167,7 +168,7 @@ def test_list_on_an_app_with_auth_sends_the_token_given() -> None:
     assert "HTTP 401: The access token is not valid." in wrong.stderr
     allowed = run("list", "--token", "good-token")
     assert allowed.exit_code == 0, allowed.output
-    assert "Tools (7)" in allowed.stdout
+    assert "Tools (9)" in allowed.stdout
 
 
 # ---------------------------------------------------------------------- call
@@ -231,10 +232,25 @@ def test_a_refused_request_exits_3_with_the_servers_message(run: Run) -> None:
         result.stderr)
 
 
+def test_a_tool_that_must_run_as_a_task_is_run_as_one_and_polled(run: Run) -> None:
+    result = run("call", "add_later", "a=1", "b=2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == '3\n{\n  "result": 3\n}\n'
+    assert re.search(r"^\[task [\w-]+: completed\]$", result.stderr, re.MULTILINE), result.stderr
+
+
+def test_task_declares_the_extension_so_an_optional_task_tool_runs_as_a_task(run: Run) -> None:
+    assert run("call", "maybe_task").stdout == "task id: None\n"
+    as_task = run("call", "maybe_task", "--task")
+    assert as_task.exit_code == 0, as_task.output
+    [task_id] = re.findall(r"^\[task ([\w-]+): completed\]$", as_task.stderr, re.MULTILINE)
+    assert as_task.stdout == f"task id: {task_id}\n"
+
+
 def test_call_usage_errors_exit_2(run: Run) -> None:
     unknown = run("call", "nope")
     assert unknown.exit_code == 2
-    assert "no tool named 'nope' (tools: ask_first, count, echo, fail, greet, mixed, model_only)" in unknown.stderr
+    assert "no tool named 'nope' (tools: add_later, ask_first, count, echo, fail, greet, maybe_task, mixed, model_only)" in unknown.stderr
     assert run("call", "echo", "no-equals-sign").exit_code == 2
     assert "is not KEY=VALUE" in run("call", "echo", "no-equals-sign").stderr
     not_json = run("call", "echo", "--json", "{oops")
@@ -273,7 +289,7 @@ def test_check_passes_on_a_sqlite_backend_and_says_what_it_did(tmp_path: Path) -
     assert any(line.startswith("ok    tasks           probe task written and read back") for line in lines)
     assert any(line.startswith("ok    message bus     probe message published and received") for line in lines)
     assert "skip  authentication  MCP_AUTH is off" in lines
-    assert "ok    endpoint        /mcp answered server/discover and tools/list (7 tools)" in lines
+    assert "ok    endpoint        /mcp answered server/discover and tools/list (9 tools)" in lines
     assert lines[-1] == "All checks passed."
     # The probe session was deleted again.
     counted = json.loads(runner_for(app)("sessions", "--json").stdout)

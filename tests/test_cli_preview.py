@@ -244,7 +244,9 @@ def test_the_example_view_renders_in_the_preview_host(chromium: Browser, example
 
     # The view calls a tool itself: the host forwards it to the app.
     answer = _in_view(page, context, """new Promise((resolve) => {
-        window.addEventListener("message", (event) => { if (event.data && event.data.id === 9001) resolve(event.data); });
+        window.addEventListener("message", (event) => {
+            if (event.data && event.data.id === 9001) resolve(event.data);
+        });
         window.parent.postMessage({ jsonrpc: "2.0", id: 9001, method: "tools/call",
                                     params: { name: "get_book", arguments: { isbn: "9780547928227" } } }, "*");
     })""")

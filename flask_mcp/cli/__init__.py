@@ -31,5 +31,5 @@ def create_group() -> click.Group:
 def register(app: Flask) -> None:
     """Add ``flask mcp`` to the app's command line, unless the app already
     has an ``mcp`` command of its own (which is left alone)."""
-    if GROUP_NAME not in app.cli.commands:  # type: ignore[attr-defined]
+    if GROUP_NAME not in app.cli.commands:
         app.cli.add_command(create_group())

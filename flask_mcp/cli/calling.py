@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 import click
 from flask.cli import with_appcontext
 
+from ..protocol.tasks import TASKS_EXTENSION
+from ..protocol.task_records import INPUT_REQUIRED, TERMINAL
+from ..testing import MCPResponse, MCPTestClient
 from .endpoint import Endpoint, ProtocolFailure, token_option
 
 #: Exit status when the tool answered with an error result (``isError``).
@@ -115,15 +119,18 @@ def find_tool(endpoint: Endpoint, name: str, tools: list[dict[str, Any]]) -> dic
 @click.argument("tool_name", metavar="TOOL")
 @arguments_options
 @click.option("--raw", is_flag=True, help="Print the whole result as JSON, as the client received it.")
+@click.option("--task", "as_task", is_flag=True,
+              help="Declare the tasks extension, so a tool that may run as a task does (it is polled to the end).")
 @token_option
 @with_appcontext
-def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, raw: bool,
+def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, raw: bool, as_task: bool,
                  token: str | None) -> None:
     """Call a tool and print its result.
 
     Arguments are KEY=VALUE pairs, typed by the tool's input schema, or a JSON
-    object (--json). Exit status: 0 for a result, 1 for an error result
-    (isError), 2 for bad usage, 3 when the endpoint refused the request.
+    object (--json). A tool that must run as a task is run as one and polled
+    to its end. Exit status: 0 for a result, 1 for an error result (isError),
+    2 for bad usage, 3 when the endpoint refused the request.
     """
     endpoint = Endpoint(token=token)
     client = endpoint.client()
@@ -132,10 +139,17 @@ def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, 
     client.list_tools()
     tool = find_tool(endpoint, tool_name, tools)
     arguments = parse_arguments(pairs, json_text, tool.get("inputSchema") or {})
+    if as_task:
+        client.capabilities = {"extensions": {TASKS_EXTENSION: {}}}
     response = client.call_tool(tool_name, arguments)
+    if not as_task and _needs_tasks(response):
+        client.capabilities = {"extensions": {TASKS_EXTENSION: {}}}
+        response = client.call_tool(tool_name, arguments)
     for notification in response.notifications:
         _echo_notification(notification)
     result = endpoint.result(response, f"tools/call {tool_name}")
+    if result.get("resultType") == "task":
+        result = _await_task(endpoint, client, result)
     if result.get("resultType") == "input_required":
         raise ProtocolFailure(
             f"tools/call {tool_name}: the tool asked the client for input "
@@ -149,6 +163,45 @@ def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, 
     if result.get("isError"):
         click.echo(f"Error: the tool {tool_name!r} returned an error result.", err=True)
         sys.exit(TOOL_ERROR_EXIT)
+
+
+def _needs_tasks(response: MCPResponse) -> bool:
+    """Whether the call was refused for want of the tasks extension (a tool
+    declared with ``task="required"``): ``-32021`` naming it."""
+    if response.status_code != 400 or response.http.mimetype != "application/json":
+        return False
+    error = (response.http.get_json(silent=True) or {}).get("error") or {}
+    required = (error.get("data") or {}).get("requiredCapabilities") or {}
+    return isinstance(required, dict) and TASKS_EXTENSION in (required.get("extensions") or {})
+
+
+def _await_task(endpoint: Endpoint, client: MCPTestClient, created: dict[str, Any]) -> dict[str, Any]:
+    """Poll ``tasks/get`` until the task ends; its result (or a failure).
+    Ctrl-C cancels the task before giving up."""
+    task_id = created["taskId"]
+    seen: tuple[str, str | None] | None = None
+    try:
+        while True:
+            task = endpoint.request("tasks/get", {"taskId": task_id}, client)
+            status = (task["status"], task.get("statusMessage"))
+            if status != seen:
+                seen = status
+                click.echo(f"[task {task_id}: {status[0]}{': ' + status[1] if status[1] else ''}]", err=True)
+            if task["status"] == INPUT_REQUIRED:
+                endpoint.request("tasks/cancel", {"taskId": task_id}, client)
+                return {"resultType": "input_required", "inputRequests": task.get("inputRequests") or {}}
+            if task["status"] in TERMINAL:
+                break
+            interval = task.get("pollIntervalMs") or created.get("pollIntervalMs") or 1000
+            time.sleep(min(max(interval, 20), 5000) / 1000)
+    except KeyboardInterrupt:
+        endpoint.request("tasks/cancel", {"taskId": task_id}, client)
+        raise
+    if "result" in task:
+        result: dict[str, Any] = task["result"]
+        return result
+    error = task.get("error") or {}
+    raise ProtocolFailure(f"task {task_id} {task['status']}: {error.get('message', 'no result')}")
 
 
 def print_result(result: dict[str, Any]) -> None:

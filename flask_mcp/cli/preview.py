@@ -62,6 +62,12 @@ def view_csp(ui: dict[str, Any]) -> str:
     return "; ".join(f"{name} {' '.join(sources)}" for name, sources in policy.items())
 
 
+def _origin(server: Any) -> str:
+    """``http://127.0.0.1:PORT`` of a server listening on IPv4 loopback."""
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}"
+
+
 class PreviewServer:
     """The host page and the view, each on its own loopback port."""
 
@@ -76,22 +82,17 @@ class PreviewServer:
         for server in (self.host_server, self.view_server):
             server.daemon_threads = True
 
-    @staticmethod
-    def _origin(server: ThreadingHTTPServer) -> str:
-        host, port = server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
     @property
     def url(self) -> str:
-        return self._origin(self.host_server) + "/"
+        return _origin(self.host_server) + "/"
 
     @property
     def host_origin(self) -> str:
-        return self._origin(self.host_server)
+        return _origin(self.host_server)
 
     @property
     def view_url(self) -> str:
-        return self._origin(self.view_server) + "/view"
+        return _origin(self.view_server) + "/view"
 
     def read_view(self) -> tuple[str, dict[str, Any]]:
         """The view's HTML and ``_meta.ui``, read as a host reads it (every
@@ -125,7 +126,7 @@ class PreviewServer:
         answered it (``{"result": ...}`` or ``{"error": ...}``)."""
         if not isinstance(body, dict) or body.get("method") not in ("tools/call", "resources/read"):
             return {"error": {"code": -32601, "message": "the preview host forwards tools/call and resources/read"}}
-        params = body.get("params") if isinstance(body.get("params"), dict) else {}
+        params: dict[str, Any] = body["params"] if isinstance(body.get("params"), dict) else {}
         client = self.endpoint.client()
         if body["method"] == "tools/call" and body.get("from") == "view":
             refusal = self._invisible_to_apps(str(params.get("name")), client)
@@ -188,8 +189,7 @@ def _handler(preview: PreviewServer, role: str) -> type[BaseHTTPRequestHandler]:
 
         def _own_host(self) -> bool:
             """Only requests naming this server (no DNS rebinding onto loopback)."""
-            host, port = self.server.server_address[:2]
-            if self.headers.get("Host") == f"{host!s}:{port}":
+            if self.headers.get("Host") == _origin(self.server).removeprefix("http://"):
                 return True
             self._text(403, "This preview answers requests for its own address only.")
             return False
@@ -272,8 +272,9 @@ def preview_command(uri: str, tool_name: str | None, pairs: tuple[str, ...], jso
         preview = PreviewServer(app, uri, token=token, host=host, port=port, call=call)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from None
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)  # stopped by a process manager: as cleanly as by Ctrl-C
+    main_thread = threading.current_thread() is threading.main_thread()
+    # Stopped by a process manager (SIGTERM): as cleanly as by Ctrl-C.
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     click.echo(f"Previewing {uri} at {preview.url} (Ctrl-C to stop)")
     if not no_browser:
         webbrowser.open(preview.url)
@@ -281,6 +282,9 @@ def preview_command(uri: str, tool_name: str | None, pairs: tuple[str, ...], jso
         preview.serve_forever()
     except KeyboardInterrupt:
         click.echo("Stopped.")
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
