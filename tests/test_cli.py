@@ -250,7 +250,8 @@ def test_task_declares_the_extension_so_an_optional_task_tool_runs_as_a_task(run
 def test_call_usage_errors_exit_2(run: Run) -> None:
     unknown = run("call", "nope")
     assert unknown.exit_code == 2
-    assert "no tool named 'nope' (tools: add_later, ask_first, count, echo, fail, greet, maybe_task, mixed, model_only)" in unknown.stderr
+    assert ("no tool named 'nope' (tools: add_later, ask_first, count, echo, fail, greet, maybe_task, mixed, "
+            "model_only)") in unknown.stderr
     assert run("call", "echo", "no-equals-sign").exit_code == 2
     assert "is not KEY=VALUE" in run("call", "echo", "no-equals-sign").stderr
     not_json = run("call", "echo", "--json", "{oops")
