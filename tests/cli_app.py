@@ -78,6 +78,12 @@ def create_app(**config: Any) -> Flask:
         answer = ctx.elicit("Proceed?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
         return f"answered {answer.action}"
 
+    @mcp.tool(scopes=["admin"])
+    def whoami(ctx: Context) -> str:
+        """Who is calling (needs the admin scope)."""
+        principal = ctx.principal
+        return "nobody" if principal is None else f"{principal.subject} {sorted(principal.scopes)}"
+
     @mcp.tool(task="required")
     def add_later(a: int, b: int, ctx: Context) -> int:
         """Adds, as a task."""

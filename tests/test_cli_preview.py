@@ -55,7 +55,7 @@ def test_preview_refuses_what_is_not_a_view() -> None:
 
 def test_preview_usage_errors() -> None:
     assert "arguments need --tool" in _run("ui://cli/counter", "start=1", "--no-browser").stderr
-    assert "no tool named 'nope'" in _run("ui://cli/counter", "--tool", "nope", "--no-browser").stderr
+    assert "no tool named 'nope' is listed" in _run("ui://cli/counter", "--tool", "nope", "--no-browser").stderr
     remote = _run("ui://cli/counter", "--host", "0.0.0.0", "--no-browser")
     assert remote.exit_code == 2 and "loopback address only" in remote.stderr
 

@@ -23,7 +23,7 @@ from flask.cli import with_appcontext
 from ..protocol.task_records import INPUT_REQUIRED, TERMINAL
 from ..protocol.tasks import TASKS_EXTENSION
 from ..testing import MCPResponse, MCPTestClient
-from .endpoint import Endpoint, ProtocolFailure, token_option
+from .endpoint import Caller, Endpoint, ProtocolFailure, caller_options
 
 #: Exit status when the tool answered with an error result (``isError``).
 TOOL_ERROR_EXIT = 1
@@ -107,12 +107,10 @@ def arguments_options(fn: Any) -> Any:
     )(fn)
 
 
-def find_tool(endpoint: Endpoint, name: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
-    for tool in tools:
-        if tool.get("name") == name:
-            return tool
-    known = ", ".join(sorted(t["name"] for t in tools)) or "none"
-    raise click.BadParameter(f"no tool named {name!r} (tools: {known})", param_hint="TOOL")
+def find_tool(name: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The listed tool named ``name``; one the caller is not shown (unknown, or
+    hidden for want of a scope) is still called, for the server to answer."""
+    return next((tool for tool in tools if tool.get("name") == name), {})
 
 
 @click.command("call")
@@ -121,10 +119,10 @@ def find_tool(endpoint: Endpoint, name: str, tools: list[dict[str, Any]]) -> dic
 @click.option("--raw", is_flag=True, help="Print the whole result as JSON, as the client received it.")
 @click.option("--task", "as_task", is_flag=True,
               help="Declare the tasks extension, so a tool that may run as a task does (it is polled to the end).")
-@token_option
+@caller_options
 @with_appcontext
 def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, raw: bool, as_task: bool,
-                 token: str | None) -> None:
+                 caller: Caller) -> None:
     """Call a tool and print its result.
 
     Arguments are KEY=VALUE pairs, typed by the tool's input schema, or a JSON
@@ -132,12 +130,12 @@ def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, 
     to its end. Exit status: 0 for a result, 1 for an error result (isError),
     2 for bad usage, 3 when the endpoint refused the request.
     """
-    endpoint = Endpoint(token=token)
+    endpoint = Endpoint(caller=caller)
     client = endpoint.client()
     tools = endpoint.list_all("tools/list", "tools", client)
     # The client learns the tool's schema (for its Mcp-Param-* headers), like a real one.
     client.list_tools()
-    tool = find_tool(endpoint, tool_name, tools)
+    tool = find_tool(tool_name, tools)
     arguments = parse_arguments(pairs, json_text, tool.get("inputSchema") or {})
     if as_task:
         client.capabilities = {"extensions": {TASKS_EXTENSION: {}}}

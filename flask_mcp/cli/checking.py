@@ -26,7 +26,7 @@ from ..config import DEFAULTS, ConfigError, load_settings
 from ..protocol.session import Session
 from ..protocol.task_records import TaskRecord
 from ..verifiers import IntrospectionVerifier, JWTVerifier
-from .endpoint import Endpoint, token_option
+from .endpoint import Caller, Endpoint, caller_options
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 #: Prefix of every probe record and channel, so an operator can tell them apart.
@@ -207,13 +207,13 @@ def _probe_introspection(verifier: IntrospectionVerifier) -> Finding:
     return Finding(FAIL, topic, f"{verifier.url} reported a made-up token active: it accepts anything")
 
 
-def check_endpoint(token: str | None) -> Iterator[Finding]:
+def check_endpoint(caller: Caller) -> Iterator[Finding]:
     state = current_app.extensions["mcp"]
-    if state.settings.auth and not token:
-        yield Finding(SKIP, "endpoint", "MCP_AUTH is on: pass --token to probe the endpoint with a token")
+    if state.settings.auth and not (caller.token or caller.subject):
+        yield Finding(SKIP, "endpoint", "MCP_AUTH is on: pass --token (or --as) to probe the endpoint")
         return
-    endpoint = Endpoint(token=token)
     try:
+        endpoint = Endpoint(caller=caller)
         client = endpoint.client()
         endpoint.request("server/discover", client=client)
         tools = endpoint.list_all("tools/list", "tools", client)
@@ -227,9 +227,9 @@ def check_endpoint(token: str | None) -> Iterator[Finding]:
 @click.command("check")
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@token_option
+@caller_options
 @with_appcontext
-def check_command(strict: bool, as_json: bool, token: str | None) -> None:
+def check_command(strict: bool, as_json: bool, caller: Caller) -> None:
     """Check the configuration, the backend and the authorization server.
 
     Exit status 0 when everything is fine, 1 when a check failed (or, with
@@ -239,7 +239,7 @@ def check_command(strict: bool, as_json: bool, token: str | None) -> None:
     state = app.extensions["mcp"]
     findings: list[Finding] = []
     for group in (check_configuration(app), check_backend(state.backend, app.debug),
-                  check_authorization_server(app), check_endpoint(token)):
+                  check_authorization_server(app), check_endpoint(caller)):
         for finding in group:
             findings.append(finding)
             if not as_json:

@@ -5,13 +5,18 @@ dispatch, result shaping), so what the commands show is what clients get."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import click
 from flask import Flask, current_app
 
+from ..auth import Principal
 from ..testing import MCPResponse, MCPTestClient
 
 #: Exit status for a refusal by the protocol (HTTP error, JSON-RPC error).
@@ -31,24 +36,66 @@ def _package_version() -> str:
         return "0"
 
 
-def token_option(fn: Any) -> Any:
-    """``--token``: the bearer token to send when the app has ``MCP_AUTH`` on."""
+@dataclass(frozen=True)
+class Caller:
+    """Who the commands call as: nobody in particular, the holder of a
+    ``token``, or (``--as``) a ``subject`` with ``scopes``."""
+
+    token: str | None = None
+    subject: str | None = None
+    scopes: tuple[str, ...] = ()
+
+
+def caller_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--token``, or ``--as`` with ``--scope``: handed to the command as ``caller``."""
+
+    @functools.wraps(fn)
+    def command(*args: Any, token: str | None, as_subject: str | None, scopes: tuple[str, ...],
+                **kwargs: Any) -> Any:
+        if scopes and as_subject is None:
+            raise click.BadParameter("goes with --as SUBJECT", param_hint="--scope")
+        if token and as_subject is not None:
+            raise click.BadParameter("give --token or --as, not both", param_hint="--as")
+        return fn(*args, caller=Caller(token, as_subject, scopes), **kwargs)
+
+    command = click.option(
+        "--scope", "scopes", multiple=True, metavar="SCOPE", help="A scope the --as principal holds (repeatable).",
+    )(command)
+    command = click.option(
+        "--as", "as_subject", metavar="SUBJECT",
+        help="Call as this principal, without a token from the authorization server (MCP_AUTH on).",
+    )(command)
     return click.option(
-        "--token",
-        metavar="TOKEN",
+        "--token", metavar="TOKEN",
         help="Access token sent as 'Authorization: Bearer TOKEN' (for apps with MCP_AUTH on).",
-    )(fn)
+    )(command)
 
 
 class Endpoint:
     """Requests to the current app's endpoint, answers checked and unwrapped."""
 
-    def __init__(self, app: Flask | None = None, *, token: str | None = None) -> None:
+    def __init__(self, app: Flask | None = None, *, caller: Caller | None = None) -> None:
         self.app = app or current_app._get_current_object()  # type: ignore[attr-defined]
         if "mcp" not in self.app.extensions:
             raise click.ClickException("This app has no MCP extension (flask_mcp.MCP) initialised.")
         self.state = self.app.extensions["mcp"]
-        self.token = token
+        caller = caller or Caller()
+        self.token = caller.token
+        self._resources = ExitStack()
+        if caller.subject is not None:
+            if not self.state.settings.auth:
+                raise click.BadParameter("MCP_AUTH is off: every caller is anonymous, so there is no one to be",
+                                         param_hint="--as")
+            principal = Principal(subject=caller.subject, scopes=frozenset(caller.scopes))
+            # A token only this process knows, valid while the command runs.
+            self.token = self._resources.enter_context(self.state.authenticator.acting_as(principal))
+            context = click.get_current_context(silent=True)
+            if context is not None:
+                context.call_on_close(self.close)
+
+    def close(self) -> None:
+        """Forget the ``--as`` token (if any)."""
+        self._resources.close()
 
     def client(self) -> MCPTestClient:
         """A fresh client (one per thread: a client is not thread-safe)."""

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
-from .endpoint import Endpoint, token_option
+from .endpoint import Caller, Endpoint, caller_options
 
 #: The lists a client reads: (method, result key, heading).
 LISTS = (
@@ -37,11 +37,11 @@ def gather(endpoint: Endpoint) -> dict[str, Any]:
 
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the full definitions (schemas included) as JSON.")
-@token_option
+@caller_options
 @with_appcontext
-def list_command(as_json: bool, token: str | None) -> None:
+def list_command(as_json: bool, caller: Caller) -> None:
     """List the tools, resources, resource templates and prompts."""
-    gathered = gather(Endpoint(token=token))
+    gathered = gather(Endpoint(caller=caller))
     if as_json:
         click.echo(json.dumps(gathered, indent=2, ensure_ascii=False))
         return

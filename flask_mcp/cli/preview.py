@@ -26,7 +26,7 @@ from flask.cli import with_appcontext
 
 from ..apps import UI_MIME_TYPE
 from .calling import arguments_options, find_tool, parse_arguments
-from .endpoint import Endpoint, ProtocolFailure, _package_version, token_option
+from .endpoint import Caller, Endpoint, ProtocolFailure, _package_version, caller_options
 
 #: The largest request body the host page may send (a tool's arguments).
 MAX_BODY = 4 * 1024 * 1024
@@ -71,9 +71,9 @@ def _origin(server: Any) -> str:
 class PreviewServer:
     """The host page and the view, each on its own loopback port."""
 
-    def __init__(self, app: Flask, uri: str, *, token: str | None = None, host: str = "127.0.0.1",
+    def __init__(self, app: Flask, uri: str, *, caller: Caller | None = None, host: str = "127.0.0.1",
                  port: int = 0, call: dict[str, Any] | None = None) -> None:
-        self.endpoint = Endpoint(app, token=token)
+        self.endpoint = Endpoint(app, caller=caller)
         self.uri = uri
         self.call = call
         self.read_view()  # fail now, not in the browser, when there is no such view
@@ -165,6 +165,7 @@ class PreviewServer:
     def close(self) -> None:
         self.host_server.server_close()
         self.view_server.server_close()
+        self.endpoint.close()
 
 
 def _handler(preview: PreviewServer, role: str) -> type[BaseHTTPRequestHandler]:
@@ -246,10 +247,10 @@ def _handler(preview: PreviewServer, role: str) -> type[BaseHTTPRequestHandler]:
 @click.option("--host", default="127.0.0.1", show_default=True, help="The loopback address to serve on (127.x.x.x).")
 @click.option("--port", default=0, type=click.IntRange(0, 65535), help="The host page's port (default: any free one).")
 @click.option("--no-browser", is_flag=True, help="Print the page's URL instead of opening a browser.")
-@token_option
+@caller_options
 @with_appcontext
 def preview_command(uri: str, tool_name: str | None, pairs: tuple[str, ...], json_text: str | None, host: str,
-                    port: int, no_browser: bool, token: str | None) -> None:
+                    port: int, no_browser: bool, caller: Caller) -> None:
     """Show an MCP App view (ui://...) in a browser, framed by a minimal host.
 
     The page can call the tools linked to the view and hand their results to
@@ -263,13 +264,17 @@ def preview_command(uri: str, tool_name: str | None, pairs: tuple[str, ...], jso
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     call = None
     if tool_name is not None:
-        endpoint = Endpoint(app, token=token)
-        tool = find_tool(endpoint, tool_name, endpoint.list_all("tools/list", "tools"))
+        endpoint = Endpoint(app, caller=caller)
+        tools = endpoint.list_all("tools/list", "tools")
+        tool = find_tool(tool_name, tools)
+        if not tool:
+            known = ", ".join(sorted(t["name"] for t in tools)) or "none"
+            raise click.BadParameter(f"no tool named {tool_name!r} is listed (tools: {known})", param_hint="--tool")
         call = {"name": tool_name, "arguments": parse_arguments(pairs, json_text, tool.get("inputSchema") or {})}
     elif pairs or json_text is not None:
         raise click.BadParameter("arguments need --tool", param_hint="[KEY=VALUE]...")
     try:
-        preview = PreviewServer(app, uri, token=token, host=host, port=port, call=call)
+        preview = PreviewServer(app, uri, caller=caller, host=host, port=port, call=call)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from None
     main_thread = threading.current_thread() is threading.main_thread()
