@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -79,6 +81,20 @@ def test_the_group_is_added_to_every_app_the_extension_initialises_and_acts_on_i
         assert "ping()" in result.stdout
     # One group per app: nothing of one app's command line is shared with the other's.
     assert apps[0].cli.commands["mcp"] is not apps[1].cli.commands["mcp"]
+
+
+def test_adding_the_group_imports_none_of_the_commands_modules() -> None:
+    code = (
+        "import sys\n"
+        "from flask import Flask\n"
+        "from flask_mcp import MCP\n"
+        "app = Flask('lazy'); app.config.update(TESTING=True, MCP_BACKEND='memory://'); MCP(app)\n"
+        "assert 'mcp' in app.cli.commands\n"
+        "print(sorted(m for m in sys.modules if m.startswith('flask_mcp.cli')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "['flask_mcp.cli']\n"
 
 
 def test_an_app_command_named_mcp_is_left_alone() -> None:

@@ -2,30 +2,47 @@
 
 ``init_app`` adds the group to each app it initialises, so ``flask --app
 yourapp mcp --help`` lists them for any app using flask-mcp (and for no
-other). This package is the only part of flask-mcp that imports click.
+other). This package is the only part of flask-mcp that imports click. The
+commands' modules are imported when a command runs, not when the group is
+added: a gunicorn worker that never runs one does not pay for them.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 from flask import Flask
 
-from .calling import call_command
-from .checking import check_command
-from .listing import list_command
-from .preview import preview_command
-from .sessions import sessions_command
-
 #: The group's name: ``flask mcp``.
 GROUP_NAME = "mcp"
+#: Each command's module and attribute.
+COMMANDS = {
+    "call": ("calling", "call_command"),
+    "check": ("checking", "check_command"),
+    "list": ("listing", "list_command"),
+    "preview": ("preview", "preview_command"),
+    "sessions": ("sessions", "sessions_command"),
+}
+
+
+class MCPGroup(click.Group):
+    """The ``mcp`` group, importing each command's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        command: click.Command = getattr(importlib.import_module(f".{where[0]}", __name__), where[1])
+        return command
 
 
 def create_group() -> click.Group:
     """A new ``mcp`` group (one per app: nothing is shared between apps)."""
-    group = click.Group(GROUP_NAME, help="Inspect, call and check this app's MCP server.")
-    for command in (list_command, call_command, check_command, sessions_command, preview_command):
-        group.add_command(command)
-    return group
+    return MCPGroup(GROUP_NAME, help="Inspect, call and check this app's MCP server.")
 
 
 def register(app: Flask) -> None:
