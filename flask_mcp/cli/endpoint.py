@@ -29,7 +29,7 @@ class ProtocolFailure(click.ClickException):
     exit_code = PROTOCOL_ERROR_EXIT
 
 
-def _package_version() -> str:
+def package_version() -> str:
     try:
         return version("flask-mcp")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -103,7 +103,7 @@ class Endpoint:
         return MCPTestClient(
             self.app,
             url=self.state.settings.url_prefix,
-            client_info={"name": "flask-mcp-cli", "version": _package_version()},
+            client_info={"name": "flask-mcp-cli", "version": package_version()},
             headers=headers,
         )
 

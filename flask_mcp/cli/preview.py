@@ -26,7 +26,7 @@ from flask.cli import with_appcontext
 
 from ..apps import UI_MIME_TYPE
 from .calling import arguments_options, find_tool, parse_arguments
-from .endpoint import Caller, Endpoint, ProtocolFailure, _package_version, caller_options
+from .endpoint import Caller, Endpoint, ProtocolFailure, package_version, caller_options
 
 #: The largest request body the host page may send (a tool's arguments).
 MAX_BODY = 4 * 1024 * 1024
@@ -112,7 +112,7 @@ class PreviewServer:
         config = {
             "uri": self.uri,
             "viewUrl": self.view_url,
-            "hostInfo": {"name": "flask-mcp preview", "version": _package_version()},
+            "hostInfo": {"name": "flask-mcp preview", "version": package_version()},
             "tools": [{"name": t["name"], "inputSchema": t.get("inputSchema") or {}} for t in tools],
             "linkedTools": linked,
             "call": self.call,
