@@ -24,6 +24,8 @@ import requests
 from cli_app import create_app
 from test_example_app_ui import Browser, Page, _chromium
 
+from flask_mcp.auth import Principal
+from flask_mcp.cli.endpoint import Caller
 from flask_mcp.cli.preview import PreviewServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,6 +133,24 @@ def test_the_preview_answers_its_own_page_only(preview: PreviewServer) -> None:
     refused = _rpc(preview, {"method": "tools/list"}).json()
     assert refused["error"]["code"] == -32601
     assert _rpc(preview, "not an object").json()["error"]["code"] == -32601
+
+
+def test_a_preview_as_a_principal_passes_on_the_servers_refusals() -> None:
+    app = create_app(MCP_AUTH=True, MCP_RESOURCE_URL="https://cli.example.com/mcp")
+    app.extensions["mcp"].extension.token_verifier(lambda token: None)  # no real token gets in
+    preview = PreviewServer(app, "ui://cli/counter", caller=Caller(subject="bob", scopes=("files:read",)))
+    thread = threading.Thread(target=preview.serve_forever, daemon=True)
+    thread.start()
+    try:
+        counted = _rpc(preview, {"method": "tools/call", "params": {"name": "count", "arguments": {"start": 1}}})
+        assert counted.json()["result"]["structuredContent"] == {"count": 2}
+        refused = _rpc(preview, {"method": "tools/call", "params": {"name": "whoami"}}).json()
+        assert refused["error"]["code"] == -32603
+        assert refused["error"]["message"].startswith("tools/call: HTTP 403: ")
+    finally:
+        preview.host_server.shutdown()
+        thread.join(timeout=10)
+    assert app.extensions["mcp"].authenticator._acting == {}  # the --as token died with the preview
 
 
 # ---------------------------------------------------------------------- the real command, in a browser

@@ -138,8 +138,10 @@ class PreviewServer:
         try:
             return {"result": self.endpoint.result(response, body["method"])}
         except ProtocolFailure:
-            if response.status_code == 200 and "error" in response.message:
-                return {"error": response.message["error"]}
+            # A JSON-RPC error goes back to the view as it came; an HTTP refusal as the failure's message.
+            answers = [m for m in response.messages if "error" in m and "method" not in m]
+            if response.status_code == 200 and answers:
+                return {"error": answers[-1]["error"]}
             raise
 
     def _invisible_to_apps(self, name: str, client: Any) -> str | None:
