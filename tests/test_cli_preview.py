@@ -24,7 +24,6 @@ import requests
 from cli_app import create_app
 from test_example_app_ui import Browser, Page, _chromium
 
-from flask_mcp.auth import Principal
 from flask_mcp.cli.endpoint import Caller
 from flask_mcp.cli.preview import PreviewServer
 

@@ -26,7 +26,7 @@ from flask.cli import with_appcontext
 
 from ..apps import UI_MIME_TYPE
 from .calling import arguments_options, find_tool, parse_arguments
-from .endpoint import Caller, Endpoint, ProtocolFailure, package_version, caller_options
+from .endpoint import Caller, Endpoint, ProtocolFailure, caller_options, package_version
 
 #: The largest request body the host page may send (a tool's arguments).
 MAX_BODY = 4 * 1024 * 1024
