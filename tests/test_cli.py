@@ -303,6 +303,18 @@ def test_call_as_a_principal_with_scopes_needs_no_token_from_the_authorization_s
     assert listed.exit_code == 0 and "Tools (" in listed.stdout
 
 
+def test_an_acting_as_token_authenticates_only_inside_its_block() -> None:
+    app = _auth_app()
+    authenticator = app.extensions["mcp"].authenticator
+    with authenticator.acting_as(Principal(subject="dora", scopes=frozenset({"admin"}))) as token:
+        inside = MCPTestClient(app, headers={"Authorization": f"Bearer {token}"})
+        assert inside.call_tool("whoami").result["content"][0]["text"] == "dora ['admin']"
+        other = MCPTestClient(app, headers={"Authorization": f"Bearer {token}x"})
+        assert other.call_tool("whoami").status_code == 401
+    after = MCPTestClient(app, headers={"Authorization": f"Bearer {token}"})
+    assert after.call_tool("whoami").status_code == 401
+
+
 def test_as_is_refused_where_it_cannot_apply(run: Run) -> None:
     off = run("call", "greet", "name=x", "--as", "bob")
     assert off.exit_code == 2 and "MCP_AUTH is off" in off.stderr
