@@ -6,6 +6,7 @@ server (JWKS, introspection) on loopback (tests/auth_servers.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, RedisTa
 from flask_mcp.testing import MCPTestClient
 
 Run = Callable[..., Any]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def runner_for(app: Flask) -> Run:
@@ -571,3 +573,43 @@ def test_sessions_fails_cleanly_when_the_backend_is_down() -> None:
     assert result.exit_code == 1
     assert "Error: the backend redis://127.0.0.1:" in result.stderr
     assert "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------- the example, as docs/cli.md shows it
+
+
+def _documented_output(command: str) -> str:
+    """What docs/cli.md shows ``command`` printing (the console block lines after ``$ command``)."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    start = text.index(f"$ {command}\n") + len(f"$ {command}\n")
+    return text[start:text.index("```", start)]
+
+
+def _example(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FLASK_MCP_BACKEND": f"sqlite:///{tmp_path}/example.sqlite3", "FLASK_SECRET_KEY": "s"}
+    flask = Path(sys.executable).with_name("flask")  # the script a developer runs, beside this Python
+    return subprocess.run([str(flask), "--app", "example.app", "mcp", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_example_apps_commands_print_what_the_docs_show(tmp_path: Path) -> None:
+    listed = _example("list", tmp_path=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == _documented_output("flask --app example.app mcp list")
+    helped = _example("--help", tmp_path=tmp_path)
+    assert helped.stdout == _documented_output("flask --app example.app mcp --help")
+
+    called = _example("call", "search_books", "query=tolkien", "limit=1", tmp_path=tmp_path)
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["books"][0]["title"] == "The Hobbit"
+    missing = _example("call", "get_book", "isbn=9780000000000", tmp_path=tmp_path)
+    assert missing.returncode == 1
+    assert missing.stdout == "No book with ISBN 9780000000000; use search_books to find one.\n"
+
+    checked = _example("check", tmp_path=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.endswith("\nAll checks passed.\n")
+
+    counted = _example("sessions", tmp_path=tmp_path)
+    assert counted.returncode == 0, counted.stderr
+    assert counted.stdout.splitlines()[1:] == ["Legacy sessions: 0 live", "Tasks: 1 live"]  # check's probe task
