@@ -415,6 +415,19 @@ def test_check_probes_a_real_redis_backend(redis_backend: tuple[Backend, redis.R
     assert list(client.scan_iter(match=prefix + "session:*")) == []
 
 
+def test_check_on_a_cachelib_backend_says_what_it_lacks(tmp_path: Path) -> None:
+    from cachelib import FileSystemCache
+
+    app = create_app(MCP_BACKEND=FileSystemCache(str(tmp_path / "cache")), SECRET_KEY="s")
+    result = runner_for(app)("check", "--json")
+    assert result.exit_code == 0, result.output
+    found = _findings(result)
+    assert found["sessions"][0][0] == "ok"
+    assert found["tasks"] == [("skip", "this backend keeps no tasks: the tasks extension is not offered")]
+    assert found["message bus"][0][0] == "warn"
+    assert runner_for(app)("check", "--strict").exit_code == 1
+
+
 def test_check_warns_about_unknown_settings_and_strict_fails_on_warnings() -> None:
     app = create_app(MCP_SESION_TIMEOUT=5)
     result = runner_for(app)("check")
