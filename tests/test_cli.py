@@ -428,6 +428,19 @@ def test_check_on_a_cachelib_backend_says_what_it_lacks(tmp_path: Path) -> None:
     assert runner_for(app)("check", "--strict").exit_code == 1
 
 
+def test_check_reaches_the_rate_limit_storage(redis_backend: tuple[Backend, redis.Redis, str]) -> None:
+    # (redis_backend: skips, or fails in CI, when the Redis server is not there)
+    good = create_app(MCP_RATE_LIMIT="100/minute", MCP_RATE_LIMIT_STORAGE=REDIS_URL, SECRET_KEY="s")
+    result = runner_for(good)("check")
+    assert result.exit_code == 0, result.output
+    assert "ok    rate limits     counters in redis:// reachable" in result.stdout
+    down = create_app(MCP_RATE_LIMIT="100/minute", MCP_RATE_LIMIT_STORAGE=f"redis://127.0.0.1:{free_port()}/0",
+                      SECRET_KEY="s")
+    failed = runner_for(down)("check")
+    assert failed.exit_code == 1
+    assert "FAIL  rate limits     counters in redis:// unreachable: limits would not be enforced" in failed.stdout
+
+
 def test_check_warns_about_unknown_settings_and_strict_fails_on_warnings() -> None:
     app = create_app(MCP_SESION_TIMEOUT=5)
     result = runner_for(app)("check")

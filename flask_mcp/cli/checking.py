@@ -159,6 +159,25 @@ def _probe_bus(backend: Backend) -> Iterator[Finding]:
         yield Finding(OK, "message bus", f"probe message published and received ({ms:.1f} ms)")
 
 
+def check_rate_limits(app: Flask) -> Iterator[Finding]:
+    """Where the rate-limit counters live answers (when MCP_RATE_LIMIT or its storage is set):
+    a failing storage lets every request through, so it is a failure here."""
+    state = app.extensions["mcp"]
+    if not (state.settings.rate_limit or state.settings.rate_limit_storage):
+        return
+    try:
+        strategy = state.rate_limits.strategy()
+        reachable = bool(strategy.storage.check())
+    except Exception as exc:  # a storage URI limits cannot open, a driver missing
+        yield Finding(FAIL, "rate limits", f"their storage cannot be used: {exc}")
+        return
+    where = state.rate_limits.description
+    if reachable:
+        yield Finding(OK, "rate limits", f"counters in {where} reachable")
+    else:
+        yield Finding(FAIL, "rate limits", f"counters in {where} unreachable: limits would not be enforced")
+
+
 def check_authorization_server(app: Flask) -> Iterator[Finding]:
     state = app.extensions["mcp"]
     settings = state.settings
@@ -238,7 +257,7 @@ def check_command(strict: bool, as_json: bool, caller: Caller) -> None:
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     state = app.extensions["mcp"]
     findings: list[Finding] = []
-    for group in (check_configuration(app), check_backend(state.backend, app.debug),
+    for group in (check_configuration(app), check_backend(state.backend, app.debug), check_rate_limits(app),
                   check_authorization_server(app), check_endpoint(caller)):
         for finding in group:
             findings.append(finding)
