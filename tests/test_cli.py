@@ -469,6 +469,8 @@ def test_check_probes_the_endpoint_with_the_token_given() -> None:
     refused = run("check", "--json", "--token", "bad-token")
     assert refused.exit_code == 1
     assert "HTTP 401" in _findings(refused)["endpoint"][0][1]
+    assert _findings(run("check", "--json"))["authentication"] == [
+        ("ok", "token verifier FunctionVerifier: not probed (it reaches nothing flask-mcp knows of)")]
     probed = _findings(run("check", "--json", "--token", "good-token"))["endpoint"]
     assert probed[0][0] == "ok"
     assert _findings(run("check", "--json", "--as", "ops"))["endpoint"][0][0] == "ok"

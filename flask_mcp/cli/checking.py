@@ -190,7 +190,8 @@ def check_authorization_server(app: Flask) -> Iterator[Finding]:
     elif isinstance(verifier, IntrospectionVerifier):
         yield _probe_introspection(verifier)
     elif verifier is not None:
-        yield Finding(OK, "authentication", f"token verifier {type(verifier).__name__} (custom: not probed)")
+        yield Finding(OK, "authentication",
+                      f"token verifier {type(verifier).__name__}: not probed (it reaches nothing flask-mcp knows of)")
 
 
 def _fetch_jwks(url: str, timeout: float) -> Finding:
