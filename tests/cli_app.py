@@ -1,18 +1,27 @@
 """A small app for the ``flask mcp`` command tests: tools of every kind the
 commands must print, a resource, a template, a prompt, and an MCP App view
-with one tool linked to it and one the view may not call.
+with one tool linked to it and one the view may not call; and the helpers
+the command tests share.
 
     flask --app tests/cli_app.py mcp list
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
+import redis
+from conftest import REDIS_URL, FakeClock, unavailable
 from flask import Flask
 from pydantic import BaseModel, Field
 
 from flask_mcp import MCP, Context, Text, ToolError, ToolResult
+from flask_mcp.auth import Principal
+from flask_mcp.backends.base import Backend
+from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, RedisTaskStore, client_from_url
 
 VIEW = """<!doctype html>
 <html><head><meta charset="utf-8"><title>counter</title></head>
@@ -126,6 +135,53 @@ def create_app(**config: Any) -> Flask:
         return VIEW
 
     return app
+
+
+def auth_app() -> Flask:
+    """The app with MCP_AUTH on: ``good-token`` is alice's (without scopes), any other token is refused."""
+    app = create_app(MCP_AUTH=True, MCP_RESOURCE_URL="https://cli.example.com/mcp")
+
+    @app.extensions["mcp"].extension.token_verifier
+    def verify(token: str) -> Principal | None:
+        return Principal(subject="alice") if token == "good-token" else None
+
+    return app
+
+
+def runner_for(app: Flask) -> Callable[..., Any]:
+    """``run("list", "--json")``: ``flask mcp list --json`` through click's runner."""
+    runner = app.test_cli_runner()
+
+    def run(*args: str, input: str | None = None) -> Any:
+        return runner.invoke(args=["mcp", *args], input=input)
+
+    return run
+
+
+@contextmanager
+def redis_test_backend() -> Iterator[tuple[Backend, redis.Redis, str]]:
+    """A real Redis backend under keys (and channels) of its own, deleted afterwards."""
+    client = client_from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        client.close()
+        unavailable(f"Redis at {REDIS_URL} is unreachable ({exc})")
+    prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
+    backend = Backend(
+        sessions=RedisSessionStore(client, timeout=3600, key_prefix=prefix + "session:", clock=FakeClock()),
+        bus=RedisMessageBus(client, channel_prefix=prefix + "bus:"),
+        tasks=RedisTaskStore(client, key_prefix=prefix + "task:"),
+        description="redis (test keys)",
+        check=client.ping,
+    )
+    try:
+        yield backend, client, prefix
+    finally:
+        keys = list(client.scan_iter(match=prefix + "*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 app = create_app()

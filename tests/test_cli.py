@@ -1,60 +1,36 @@
-"""``flask mcp list|call|check|sessions``, run with click's runner against
-real apps and real backends: SQLite files, the Redis server on
-127.0.0.1:6379 under keys of each test's own, and a real authorization
-server (JWKS, introspection) on loopback (tests/auth_servers.py)."""
+"""``flask mcp`` (registration), ``list`` and ``call``, run with click's
+runner against real apps; ``--token`` and ``--as`` against an app with
+MCP_AUTH on; and the example app's commands run as a developer runs them,
+printing what docs/cli.md shows."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-import jwt
 import pytest
-import redis
-from auth_servers import AuthServer
-from cli_app import create_app
-from conftest import REDIS_URL, FakeClock, unavailable, validate_message
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cli_app import auth_app, create_app, runner_for
+from conftest import validate_message
 from flask import Flask
-from flask.testing import FlaskCliRunner
 
 from flask_mcp import MCP
 from flask_mcp.auth import Principal
-from flask_mcp.backends.base import Backend
-from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, RedisTaskStore, client_from_url
 from flask_mcp.testing import MCPTestClient
 
 Run = Callable[..., Any]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def runner_for(app: Flask) -> Run:
-    runner: FlaskCliRunner = app.test_cli_runner()
-
-    def run(*args: str, input: str | None = None) -> Any:
-        return runner.invoke(args=["mcp", *args], input=input)
-
-    return run
-
-
 @pytest.fixture
 def run() -> Run:
     return runner_for(create_app())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ---------------------------------------------------------------------- registration
@@ -166,18 +142,8 @@ def test_list_follows_every_page() -> None:
     assert len(listed["resources"]) == 2
 
 
-def _auth_app() -> Flask:
-    app = create_app(MCP_AUTH=True, MCP_RESOURCE_URL="https://cli.example.com/mcp")
-
-    @app.extensions["mcp"].extension.token_verifier
-    def verify(token: str) -> Principal | None:
-        return Principal(subject="alice") if token == "good-token" else None
-
-    return app
-
-
 def test_list_on_an_app_with_auth_sends_the_token_given() -> None:
-    run = runner_for(_auth_app())
+    run = runner_for(auth_app())
     refused = run("list")
     assert refused.exit_code == 3
     assert "Error: server/discover: HTTP 401: Authentication required" in refused.stderr
@@ -282,7 +248,7 @@ def test_call_usage_errors_exit_2(run: Run) -> None:
 
 
 def test_call_with_a_token_reaches_a_protected_tool() -> None:
-    run = runner_for(_auth_app())
+    run = runner_for(auth_app())
     assert run("call", "greet", "name=Ann").exit_code == 3
     result = run("call", "greet", "name=Ann", "--token", "good-token")
     assert result.exit_code == 0, result.output
@@ -290,7 +256,7 @@ def test_call_with_a_token_reaches_a_protected_tool() -> None:
 
 
 def test_call_as_a_principal_with_scopes_needs_no_token_from_the_authorization_server() -> None:
-    app = _auth_app()
+    app = auth_app()
     run = runner_for(app)
     result = run("call", "whoami", "--as", "bob", "--scope", "admin", "--scope", "files:read")
     assert result.exit_code == 0, result.output
@@ -306,7 +272,7 @@ def test_call_as_a_principal_with_scopes_needs_no_token_from_the_authorization_s
 
 
 def test_an_acting_as_token_authenticates_only_inside_its_block() -> None:
-    app = _auth_app()
+    app = auth_app()
     authenticator = app.extensions["mcp"].authenticator
     with authenticator.acting_as(Principal(subject="dora", scopes=frozenset({"admin"}))) as token:
         inside = MCPTestClient(app, headers={"Authorization": f"Bearer {token}"})
@@ -322,285 +288,6 @@ def test_as_is_refused_where_it_cannot_apply(run: Run) -> None:
     assert off.exit_code == 2 and "MCP_AUTH is off" in off.stderr
     assert "goes with --as SUBJECT" in run("call", "greet", "--scope", "admin").stderr
     assert "give --token or --as, not both" in run("list", "--token", "t", "--as", "bob").stderr
-
-
-# ---------------------------------------------------------------------- check
-
-
-def _findings(result: Any) -> dict[str, list[tuple[str, str]]]:
-    report = json.loads(result.stdout)
-    found: dict[str, list[tuple[str, str]]] = {}
-    for finding in report["findings"]:
-        found.setdefault(finding["topic"], []).append((finding["status"], finding["detail"]))
-    return found
-
-
-def test_check_passes_on_a_sqlite_backend_and_says_what_it_did(tmp_path: Path) -> None:
-    app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3", SECRET_KEY="s")
-    result = runner_for(app)("check")
-    assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
-    assert lines[0] == "ok    configuration   MCP_* settings valid: endpoint /mcp, server cli-test 2.0.0"
-    assert any(line.startswith(f"ok    backend         sqlite:///{tmp_path}/mcp.sqlite3 reachable") for line in lines)
-    assert any(line.startswith("ok    sessions        probe session written, read back and deleted") for line in lines)
-    assert any(line.startswith("ok    tasks           probe task written and read back") for line in lines)
-    assert any(line.startswith("ok    message bus     probe message published and received") for line in lines)
-    assert "skip  authentication  MCP_AUTH is off" in lines
-    assert "ok    endpoint        /mcp answered server/discover and tools/list (10 tools)" in lines
-    assert lines[-1] == "All checks passed."
-    # The probe session was deleted again.
-    counted = json.loads(runner_for(app)("sessions", "--json").stdout)
-    assert counted["sessions"]["live"] == 0
-    assert counted["tasks"]["live"] == 1  # the probe task, until it expires
-
-
-def test_check_fails_when_the_backend_is_unreachable(tmp_path: Path) -> None:
-    app = create_app(MCP_BACKEND=f"redis://127.0.0.1:{free_port()}/0")
-    result = runner_for(app)("check")
-    assert result.exit_code == 1
-    assert "FAIL  backend         redis://127.0.0.1:" in result.stdout
-    assert "is unreachable" in result.stdout
-    assert "1 check failed." in result.stderr
-
-
-def test_check_fails_when_the_sqlite_file_cannot_be_written(tmp_path: Path) -> None:
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the database's folder should be")
-    app = create_app(MCP_BACKEND=f"sqlite:///{blocker}/mcp.sqlite3")
-    result = runner_for(app)("check", "--json")
-    assert result.exit_code == 1
-    assert json.loads(result.stdout)["ok"] is False
-    [(status, detail)] = _findings(result)["backend"]
-    assert status == "FAIL" and "is unreachable" in detail
-
-
-@pytest.fixture
-def redis_backend() -> Iterator[tuple[Backend, redis.Redis, str]]:
-    """A real Redis backend under keys (and channels) of this test's own."""
-    client = client_from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        client.close()
-        unavailable(f"Redis at {REDIS_URL} is unreachable ({exc})")
-    prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
-    clock = FakeClock()
-    backend = Backend(
-        sessions=RedisSessionStore(client, timeout=3600, key_prefix=prefix + "session:", clock=clock),
-        bus=RedisMessageBus(client, channel_prefix=prefix + "bus:"),
-        tasks=RedisTaskStore(client, key_prefix=prefix + "task:"),
-        description="redis (test keys)",
-        check=client.ping,
-    )
-    try:
-        yield backend, client, prefix
-    finally:
-        keys = list(client.scan_iter(match=prefix + "*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
-
-
-def test_check_probes_a_real_redis_backend(redis_backend: tuple[Backend, redis.Redis, str]) -> None:
-    backend, client, prefix = redis_backend
-    result = runner_for(create_app(MCP_BACKEND=backend, SECRET_KEY="s"))("check", "--json")
-    assert result.exit_code == 0, result.output
-    found = _findings(result)
-    assert [status for status, _ in found["sessions"]] == ["ok"]
-    assert [status for status, _ in found["tasks"]] == ["ok"]
-    assert [status for status, _ in found["message bus"]] == ["ok"]
-    # The probe task is in Redis, under this backend's prefix, expiring in ten seconds.
-    [task_key] = client.scan_iter(match=prefix + "task:*")
-    assert 0 < client.pttl(task_key) <= 10_000
-    assert list(client.scan_iter(match=prefix + "session:*")) == []
-
-
-def test_check_on_a_cachelib_backend_says_what_it_lacks(tmp_path: Path) -> None:
-    from cachelib import FileSystemCache
-
-    app = create_app(MCP_BACKEND=FileSystemCache(str(tmp_path / "cache")), SECRET_KEY="s")
-    result = runner_for(app)("check", "--json")
-    assert result.exit_code == 0, result.output
-    found = _findings(result)
-    assert found["sessions"][0][0] == "ok"
-    assert found["tasks"] == [("skip", "this backend keeps no tasks: the tasks extension is not offered")]
-    assert found["message bus"][0][0] == "warn"
-    assert runner_for(app)("check", "--strict").exit_code == 1
-
-
-def test_check_reaches_the_rate_limit_storage(redis_backend: tuple[Backend, redis.Redis, str]) -> None:
-    # (redis_backend: skips, or fails in CI, when the Redis server is not there)
-    good = create_app(MCP_RATE_LIMIT="100/minute", MCP_RATE_LIMIT_STORAGE=REDIS_URL, SECRET_KEY="s")
-    result = runner_for(good)("check")
-    assert result.exit_code == 0, result.output
-    assert "ok    rate limits     counters in redis:// reachable" in result.stdout
-    down = create_app(MCP_RATE_LIMIT="100/minute", MCP_RATE_LIMIT_STORAGE=f"redis://127.0.0.1:{free_port()}/0",
-                      SECRET_KEY="s")
-    failed = runner_for(down)("check")
-    assert failed.exit_code == 1
-    assert "FAIL  rate limits     counters in redis:// unreachable: limits would not be enforced" in failed.stdout
-
-
-def test_check_warns_about_unknown_settings_and_strict_fails_on_warnings() -> None:
-    app = create_app(MCP_SESION_TIMEOUT=5)
-    result = runner_for(app)("check")
-    assert result.exit_code == 0, result.output
-    assert ("warn  configuration   MCP_SESION_TIMEOUT is not a flask-mcp setting and is ignored "
-            "(did you mean MCP_SESSION_TIMEOUT?)") in result.stdout
-    assert "SECRET_KEY is not set" in result.stdout
-    strict = runner_for(app)("check", "--strict")
-    assert strict.exit_code == 1
-    assert "checks failed." in strict.stderr
-
-
-def test_check_fails_when_auth_is_on_without_a_verifier() -> None:
-    app = create_app(MCP_AUTH=True, SECRET_KEY="s")
-    result = runner_for(app)("check", "--json")
-    assert result.exit_code == 1
-    statuses = dict((status, detail) for status, detail in _findings(result)["authentication"])
-    assert "MCP_AUTH is on but no token verifier is set" in statuses["FAIL"]
-    assert "MCP_RESOURCE_URL is not set" in statuses["warn"]
-
-
-def test_check_probes_the_endpoint_with_the_token_given() -> None:
-    run = runner_for(_auth_app())
-    skipped = _findings(run("check", "--json"))["endpoint"]
-    assert skipped == [("skip", "MCP_AUTH is on: pass --token (or --as) to probe the endpoint")]
-    refused = run("check", "--json", "--token", "bad-token")
-    assert refused.exit_code == 1
-    assert "HTTP 401" in _findings(refused)["endpoint"][0][1]
-    assert _findings(run("check", "--json"))["authentication"] == [
-        ("ok", "token verifier FunctionVerifier: not probed (it reaches nothing flask-mcp knows of)")]
-    probed = _findings(run("check", "--json", "--token", "good-token"))["endpoint"]
-    assert probed[0][0] == "ok"
-    assert _findings(run("check", "--json", "--as", "ops"))["endpoint"][0][0] == "ok"
-
-
-@pytest.fixture
-def auth_server(tmp_path: Path) -> Iterator[AuthServer]:
-    server = AuthServer(tmp_path / "as-state.json").start()
-    yield server
-    server.stop()
-
-
-def _jwk(kid: str) -> dict[str, Any]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid, "use": "sig"}
-
-
-def _jwt_app(server: AuthServer) -> Flask:
-    return create_app(MCP_AUTH=True, MCP_JWKS_URL=server.jwks_url, MCP_RESOURCE_URL="https://cli.example.com/mcp",
-                      MCP_AUTH_TIMEOUT=2, SECRET_KEY="s")
-
-
-def test_check_reads_the_jwks_and_fails_when_it_is_empty_or_unreachable(auth_server: AuthServer) -> None:
-    auth_server.set_jwks({"keys": [_jwk("key-1"), _jwk("key-2")]})
-    auth_server.reset_stats()
-    run = runner_for(_jwt_app(auth_server))
-    result = run("check")
-    assert result.exit_code == 0, result.output
-    assert f"ok    JWKS            {auth_server.jwks_url} reached: 2 usable key(s) (key-1, key-2)" in result.stdout
-    assert auth_server.stats()["jwks"] == 1  # it really went there
-
-    auth_server.set_jwks({"keys": []})
-    empty = run("check")
-    assert empty.exit_code == 1
-    assert f"FAIL  JWKS            {auth_server.jwks_url} holds no keys" in empty.stdout
-
-    auth_server.stop()
-    down = run("check")
-    assert down.exit_code == 1
-    assert f"FAIL  JWKS            {auth_server.jwks_url} could not be read" in down.stdout
-
-
-def test_check_introspects_a_made_up_token(auth_server: AuthServer) -> None:
-    auth_server.require_client("cli-client", "right-secret")
-    config = {"MCP_AUTH": True, "MCP_INTROSPECTION_URL": auth_server.introspection_url,
-              "MCP_INTROSPECTION_CLIENT_ID": "cli-client", "MCP_RESOURCE_URL": "https://cli.example.com/mcp",
-              "SECRET_KEY": "s"}
-    auth_server.reset_stats()
-    good = runner_for(create_app(MCP_INTROSPECTION_CLIENT_SECRET="right-secret", **config))("check")
-    assert good.exit_code == 0, good.output
-    assert f"ok    introspection   {auth_server.introspection_url} reached: a made-up token was reported inactive" in (
-        good.stdout)
-    assert auth_server.stats()["introspect"] == 1
-
-    wrong = runner_for(create_app(MCP_INTROSPECTION_CLIENT_SECRET="wrong-secret", **config))("check")
-    assert wrong.exit_code == 1
-    assert "FAIL  introspection   introspection endpoint" in wrong.stdout
-    assert "answered HTTP 401" in wrong.stdout
-
-
-# ---------------------------------------------------------------------- sessions
-
-
-def _open_legacy_sessions(app: Flask, how_many: int) -> None:
-    for _ in range(how_many):
-        MCPTestClient(app, protocol_version="2025-11-25").initialize()
-
-
-def test_sessions_counts_and_prunes_a_sqlite_backend(tmp_path: Path) -> None:
-    app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3", MCP_SESSION_TIMEOUT=60)
-    _open_legacy_sessions(app, 3)
-    run = runner_for(app)
-    result = run("sessions")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines() == [
-        f"Backend: sqlite:///{tmp_path}/mcp.sqlite3",
-        "Legacy sessions: 3 live",
-        "Tasks: 0 live",
-    ]
-    store = app.extensions["mcp"].backend.sessions
-    clock = FakeClock()
-    store.clock = clock
-    clock.advance(61)  # the three are idle past the timeout
-    assert "Legacy sessions: 0 live, 3 expired awaiting pruning (flask mcp sessions --prune)" in run("sessions").stdout
-    pruned = run("sessions", "--prune")
-    assert "Legacy sessions: 0 live; pruned 3 expired sessions" in pruned.stdout
-    _open_legacy_sessions(app, 1)
-    report = json.loads(run("sessions", "--json").stdout)
-    assert report["sessions"] == {"countable": True, "live": 1, "expired": 0}
-
-
-def test_sessions_counts_a_real_redis_backend(redis_backend: tuple[Backend, redis.Redis, str]) -> None:
-    backend = redis_backend[0]
-    app = create_app(MCP_BACKEND=backend)
-    _open_legacy_sessions(app, 2)
-    result = runner_for(app)("sessions", "--prune", "--json")
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["sessions"] == {"countable": True, "live": 2, "expired": 0, "pruned": 0}
-    assert report["tasks"] == {"countable": True, "live": 0, "expired": 0, "pruned": 0}
-
-
-def test_sessions_says_a_cachelib_backend_cannot_be_counted() -> None:
-    from cachelib import SimpleCache
-
-    app = create_app(MCP_BACKEND=SimpleCache())
-    _open_legacy_sessions(app, 1)
-    result = runner_for(app)("sessions", "--prune")
-    assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
-    assert lines[1] == ("Legacy sessions: not counted: the cache SimpleCache cannot list its keys, so expired "
-                        "sessions cannot be pruned from here; the cache drops them itself")
-    assert lines[2] == "Tasks: not counted: this backend keeps no tasks"
-    counted = runner_for(app)("sessions").stdout.splitlines()[1]
-    assert counted.startswith("Legacy sessions: not counted: the cache SimpleCache cannot list its keys, so its "
-                              "sessions cannot be counted")
-
-
-def test_sessions_on_memory_says_it_cannot_see_the_servers_processes(run: Run) -> None:
-    result = run("sessions")
-    assert result.exit_code == 0
-    assert "Note: memory:// keeps sessions and tasks inside each server process" in result.stdout
-
-
-def test_sessions_fails_cleanly_when_the_backend_is_down() -> None:
-    app = create_app(MCP_BACKEND=f"redis://127.0.0.1:{free_port()}/0")
-    result = runner_for(app)("sessions")
-    assert result.exit_code == 1
-    assert "Error: the backend redis://127.0.0.1:" in result.stderr
-    assert "Traceback" not in result.output
 
 
 # ---------------------------------------------------------------------- the example, as docs/cli.md shows it
@@ -641,3 +328,4 @@ def test_the_example_apps_commands_print_what_the_docs_show(tmp_path: Path) -> N
     counted = _example("sessions", tmp_path=tmp_path)
     assert counted.returncode == 0, counted.stderr
     assert counted.stdout.splitlines()[1:] == ["Legacy sessions: 0 live", "Tasks: 1 live"]  # check's probe task
+
