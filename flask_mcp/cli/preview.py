@@ -283,8 +283,8 @@ def preview_command(uri: str, tool_name: str | None, pairs: tuple[str, ...], jso
     # Stopped by a process manager (SIGTERM): as cleanly as by Ctrl-C.
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     click.echo(f"Previewing {uri} at {preview.url} (Ctrl-C to stop)")
-    if not no_browser:
-        webbrowser.open(preview.url)
+    if not no_browser and not webbrowser.open(preview.url):
+        click.echo("No browser could be started here: open the address above in one.", err=True)
     try:
         preview.serve_forever()
     except KeyboardInterrupt:
