@@ -12,8 +12,10 @@ import hashlib
 import json
 import logging
 import re
+import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -260,10 +262,25 @@ class Authenticator:
         self.configured = configured
         self.decorated = decorated
         self.clock = clock
+        #: One-time tokens of :meth:`acting_as` (empty unless something in this process asked).
+        self._acting: dict[str, Principal] = {}
 
     @property
     def enabled(self) -> bool:
         return self.settings.auth
+
+    @contextmanager
+    def acting_as(self, principal: Principal) -> Iterator[str]:
+        """A random bearer token that authenticates as ``principal``, in this
+        process and until the block ends, without asking the verifier: for
+        ``flask mcp ... --as`` and for tests. Nothing outside the process can
+        make or learn one."""
+        token = secrets.token_urlsafe(32)
+        self._acting[token] = principal
+        try:
+            yield token
+        finally:
+            self._acting.pop(token, None)
 
     def verifier(self) -> TokenVerifier:
         verifier = self.decorated() or self.configured
@@ -281,6 +298,10 @@ class Authenticator:
         if not self.settings.auth:
             return None
         token = self._bearer_token()
+        if self._acting:
+            acting = self._acting.get(token)
+            if acting is not None:
+                return _with_token(acting, token)
         try:
             principal = self.verifier().verify(token)
         except InvalidToken as exc:

@@ -163,6 +163,9 @@ class MCP(ServerSurface):
         register_metadata(app, settings)  # RFC 9728, when MCP_AUTH is on
         rate_limits.install(app, self.blueprint)
         hardening.install(app, [self.blueprint], cors=bool(settings.cors_origins))  # CSRF exemption, CORS preset
+        from .cli import register as register_cli  # click is imported by the command line only
+
+        register_cli(app)  # `flask mcp ...`
 
     # ------------------------------------------------------------------ authentication
 

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 # The bus interfaces live in the sans-IO core (which uses them); re-exported here.
@@ -44,6 +45,35 @@ class BackendUnavailable(StoreUnavailable):
 
 class BusNotSupported(RuntimeError):
     """A feature needs a message bus and the configured backend has none."""
+
+
+class NotCountable(RuntimeError):
+    """A store that cannot enumerate its records (a cache): it can neither count
+    nor prune them. The message says why, for ``flask mcp sessions`` to show."""
+
+
+@dataclass(frozen=True)
+class StoreCount:
+    """What a session or task store holds: ``live`` records, and ``expired``
+    ones it still keeps until they are pruned (0 where the server drops them
+    itself, as Redis does)."""
+
+    live: int
+    expired: int = 0
+
+
+@runtime_checkable
+class CountableStore(Protocol):
+    """A session or task store an operator can count and prune (``flask mcp
+    sessions``). Both may be slow (they look at every record): they are for
+    maintenance, never for the request path."""
+
+    def count(self) -> StoreCount:
+        """How many records are live and how many expired ones are still kept;
+        raises :class:`NotCountable` when the store cannot tell."""
+
+    def prune(self) -> int:
+        """Delete every expired record now; how many were deleted."""
 
 
 def _nothing() -> None:

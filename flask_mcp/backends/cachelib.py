@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.session import Session
-from .base import BackendUnavailable
+from .base import BackendUnavailable, NotCountable, StoreCount
 
 if TYPE_CHECKING:
     from cachelib import BaseCache
@@ -103,6 +103,20 @@ class CachelibSessionStore:
             existed = self.cache.get(key) is not None
             self.cache.delete_many(key, self._seen_key(session_id))
         return existed
+
+    def count(self) -> StoreCount:
+        """Always refused: a cachelib cache has no way to list its keys."""
+        raise NotCountable(
+            f"the cache {type(self.cache).__name__} cannot list its keys, so its sessions cannot be counted; "
+            "they expire on their own (MCP_SESSION_TIMEOUT, or sooner when the cache evicts them)"
+        )
+
+    def prune(self) -> int:
+        """Always refused: expired sessions are the cache's to drop (it does so itself)."""
+        raise NotCountable(
+            f"the cache {type(self.cache).__name__} cannot list its keys, so expired sessions cannot be "
+            "pruned from here; the cache drops them itself"
+        )
 
     def _key(self, session_id: str) -> str:
         return self.key_prefix + session_id

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from ..protocol.events import Event
 from ..protocol.session import Session
 from ..protocol.task_records import TaskRecord
-from .base import Message, Subscription
+from .base import Message, StoreCount, Subscription
 
 #: Immutable JSON scalars, which a copy can share.
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -112,6 +112,23 @@ class MemorySessionStore:
         now = self.clock()
         with self._lock:
             return sum(1 for record in self._records.values() if now - record["last_seen"] <= self.timeout)
+
+    def count(self) -> StoreCount:
+        """Live sessions, and expired ones not yet dropped."""
+        now = self.clock()
+        with self._lock:
+            live = sum(1 for record in self._records.values() if now - record["last_seen"] <= self.timeout)
+            return StoreCount(live, len(self._records) - live)
+
+    def prune(self) -> int:
+        """Drop every expired session (all of them, not only those at the
+        oldest end, as creates do); how many were dropped."""
+        now = self.clock()
+        with self._lock:
+            expired = [sid for sid, record in self._records.items() if now - record["last_seen"] > self.timeout]
+            for session_id in expired:
+                del self._records[session_id]
+        return len(expired)
 
     def _refresh(self, session_id: str, now: float) -> dict[str, Any] | None:
         """The live record, its idle timer reset and moved to the end (the
@@ -286,6 +303,22 @@ class MemoryTaskStore:
                 self._records[task_id] = _copy(record.to_dict())
                 self._expires[task_id] = record.expires_at
             return record
+
+    def count(self) -> StoreCount:
+        """Tasks within their TTL, and expired ones not yet dropped."""
+        now = self.clock()
+        with self._lock:
+            expired = sum(1 for expires in self._expires.values() if expires is not None and now > expires)
+            return StoreCount(len(self._expires) - expired, expired)
+
+    def prune(self) -> int:
+        """Drop every expired task; how many were dropped."""
+        now = self.clock()
+        with self._lock:
+            expired = [t for t, expires in self._expires.items() if expires is not None and now > expires]
+            for task_id in expired:
+                self._forget(task_id)
+        return len(expired)
 
     def _read(self, task_id: str) -> TaskRecord | None:
         raw = self._records.get(task_id)

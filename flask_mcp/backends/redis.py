@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ..protocol.events import Event
 from ..protocol.session import Session
 from ..protocol.task_records import TaskRecord
-from .base import DEFAULT_IO_TIMEOUT, Backend, BackendUnavailable, Message, Subscription, redact_url
+from .base import DEFAULT_IO_TIMEOUT, Backend, BackendUnavailable, Message, StoreCount, Subscription, redact_url
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
@@ -52,6 +52,15 @@ def _unavailable(what: str) -> Iterator[None]:
 def _text(value: bytes | str) -> str:
     """Clients built with and without ``decode_responses`` both work."""
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _count_keys(client: redis.Redis, prefix: str, where: str) -> StoreCount:
+    """The keys under ``prefix`` (SCAN, in batches: it never blocks the
+    server, but it walks the whole key space). Redis drops expired keys
+    itself, so there are never expired ones to report."""
+    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
+    with _unavailable(where):
+        return StoreCount(sum(1 for _ in client.scan_iter(match=pattern, count=1000)))
 
 
 def _describe_client(client: redis.Redis) -> str:
@@ -112,6 +121,14 @@ class RedisSessionStore:
     def delete(self, session_id: str) -> bool:
         with _unavailable(self._where):
             return bool(self.client.delete(self._key(session_id)))
+
+    def count(self) -> StoreCount:
+        """Live sessions (Redis expires idle ones itself)."""
+        return _count_keys(self.client, self.key_prefix, self._where)
+
+    def prune(self) -> int:
+        """Nothing to do: a session's key expires on the server with its idle timer."""
+        return 0
 
     def _key(self, session_id: str) -> str:
         return self.key_prefix + session_id
@@ -279,6 +296,14 @@ class RedisTaskStore:
         with _unavailable(self._where):
             raw = self.client.get(self.key_prefix + task_id)
         return None if raw is None else TaskRecord.from_dict(json.loads(raw))
+
+    def count(self) -> StoreCount:
+        """Tasks within their TTL (Redis expires the others itself)."""
+        return _count_keys(self.client, self.key_prefix, self._where)
+
+    def prune(self) -> int:
+        """Nothing to do: a task's key expires on the server with its TTL."""
+        return 0
 
     def update(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
         key = self.key_prefix + task_id

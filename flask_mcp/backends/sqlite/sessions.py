@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from ...protocol import jsonrpc
 from ...protocol.errors import MCPError
 from ...protocol.session import Session
-from ..base import DEFAULT_IO_TIMEOUT, BackendUnavailable
+from ..base import DEFAULT_IO_TIMEOUT, BackendUnavailable, StoreCount
 from .database import SqliteDatabase, database_for
 from .stamps import ChangeStamps
 
@@ -193,6 +193,30 @@ class SqliteSessionStore:
                 "SELECT COUNT(*) FROM mcp_sessions WHERE last_seen >= ?", (self.clock() - self.timeout,)
             ).fetchone()
         return int(row[0])
+
+    def count(self) -> StoreCount:
+        """Live sessions, and expired rows a prune has not deleted yet (one
+        scan of the table: for maintenance, not the request path)."""
+        cutoff = self.clock() - self.timeout
+
+        def count(connection: sqlite3.Connection) -> StoreCount:
+            total, expired = connection.execute(
+                "SELECT COUNT(*), COALESCE(SUM(last_seen < ?), 0) FROM mcp_sessions", (cutoff,)
+            ).fetchone()
+            return StoreCount(int(total) - int(expired), int(expired))
+
+        return self._retried(count)
+
+    def prune(self) -> int:
+        """Delete every expired row, wherever it sits (creates delete only the
+        oldest ones); how many were deleted. An expired session is never
+        answered from a process's cached copy, so no stamp is needed."""
+        cutoff = self.clock() - self.timeout
+
+        def prune(connection: sqlite3.Connection) -> int:
+            return connection.execute("DELETE FROM mcp_sessions WHERE last_seen < ?", (cutoff,)).rowcount
+
+        return self._retried(prune)
 
     def _forget_expired(self, connection: sqlite3.Connection, session_id: str, now: float) -> None:
         """An expired session, once reported gone, stays gone (whatever the clock says later)."""

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from ...protocol.task_records import TaskRecord
-from ..base import DEFAULT_IO_TIMEOUT
+from ..base import DEFAULT_IO_TIMEOUT, StoreCount
 from .database import SqliteDatabase, database_for
 
 
@@ -59,6 +59,19 @@ class SqliteTaskStore:
                     connection.execute("ROLLBACK")
                 raise
         return record
+
+    def count(self) -> StoreCount:
+        """Tasks within their TTL, and expired rows not deleted yet."""
+        with self.database.connection() as connection:
+            total, expired = connection.execute(
+                "SELECT COUNT(*), COALESCE(SUM(expires < ?), 0) FROM mcp_tasks", (self.clock(),)
+            ).fetchone()
+        return StoreCount(int(total) - int(expired), int(expired))
+
+    def prune(self) -> int:
+        """Delete every expired task; how many were deleted."""
+        with self.database.connection() as connection:
+            return connection.execute("DELETE FROM mcp_tasks WHERE expires < ?", (self.clock(),)).rowcount
 
     def _read(self, connection: sqlite3.Connection, task_id: str) -> TaskRecord | None:
         row = connection.execute(

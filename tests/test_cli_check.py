@@ -1,0 +1,207 @@
+"""``flask mcp check``, run with click's runner against real backends
+(SQLite files, the Redis server on 127.0.0.1:6379 under keys of each test's
+own, a cachelib cache) and a real authorization server on loopback
+(tests/auth_servers.py: JWKS and introspection)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+import redis
+from auth_servers import AuthServer
+from cli_app import auth_app, create_app, redis_test_backend, runner_for
+from conftest import REDIS_URL, free_port
+from cryptography.hazmat.primitives.asymmetric import rsa
+from flask import Flask
+
+from flask_mcp.backends.base import Backend
+
+
+@pytest.fixture
+def redis_backend() -> Iterator[tuple[Backend, redis.Redis, str]]:
+    with redis_test_backend() as found:
+        yield found
+
+
+def _findings(result: Any) -> dict[str, list[tuple[str, str]]]:
+    report = json.loads(result.stdout)
+    found: dict[str, list[tuple[str, str]]] = {}
+    for finding in report["findings"]:
+        found.setdefault(finding["topic"], []).append((finding["status"], finding["detail"]))
+    return found
+
+
+def test_check_passes_on_a_sqlite_backend_and_says_what_it_did(tmp_path: Path) -> None:
+    app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3", SECRET_KEY="s")
+    result = runner_for(app)("check")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "ok    configuration   MCP_* settings valid: endpoint /mcp, server cli-test 2.0.0"
+    assert any(line.startswith(f"ok    backend         sqlite:///{tmp_path}/mcp.sqlite3 reachable") for line in lines)
+    assert any(line.startswith("ok    sessions        probe session written, read back and deleted") for line in lines)
+    assert any(line.startswith("ok    tasks           probe task written and read back") for line in lines)
+    assert any(line.startswith("ok    message bus     probe message published and received") for line in lines)
+    assert "skip  authentication  MCP_AUTH is off" in lines
+    assert "ok    endpoint        /mcp answered server/discover and tools/list (10 tools)" in lines
+    assert lines[-1] == "All checks passed."
+    # The probe session was deleted again.
+    counted = json.loads(runner_for(app)("sessions", "--json").stdout)
+    assert counted["sessions"]["live"] == 0
+    assert counted["tasks"]["live"] == 1  # the probe task, until it expires
+
+
+def test_check_fails_when_the_backend_is_unreachable(tmp_path: Path) -> None:
+    app = create_app(MCP_BACKEND=f"redis://127.0.0.1:{free_port()}/0")
+    result = runner_for(app)("check")
+    assert result.exit_code == 1
+    assert "FAIL  backend         redis://127.0.0.1:" in result.stdout
+    assert "is unreachable" in result.stdout
+    assert "1 check failed." in result.stderr
+
+
+def test_check_fails_when_the_sqlite_file_cannot_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the database's folder should be")
+    app = create_app(MCP_BACKEND=f"sqlite:///{blocker}/mcp.sqlite3")
+    result = runner_for(app)("check", "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["ok"] is False
+    [(status, detail)] = _findings(result)["backend"]
+    assert status == "FAIL" and "is unreachable" in detail
+
+
+def test_check_probes_a_real_redis_backend(redis_backend: tuple[Backend, redis.Redis, str]) -> None:
+    backend, client, prefix = redis_backend
+    result = runner_for(create_app(MCP_BACKEND=backend, SECRET_KEY="s"))("check", "--json")
+    assert result.exit_code == 0, result.output
+    found = _findings(result)
+    assert [status for status, _ in found["sessions"]] == ["ok"]
+    assert [status for status, _ in found["tasks"]] == ["ok"]
+    assert [status for status, _ in found["message bus"]] == ["ok"]
+    # The probe task is in Redis, under this backend's prefix, expiring in ten seconds.
+    [task_key] = client.scan_iter(match=prefix + "task:*")
+    assert 0 < client.pttl(task_key) <= 10_000
+    assert list(client.scan_iter(match=prefix + "session:*")) == []
+
+
+def test_check_on_a_cachelib_backend_says_what_it_lacks(tmp_path: Path) -> None:
+    from cachelib import FileSystemCache
+
+    app = create_app(MCP_BACKEND=FileSystemCache(str(tmp_path / "cache")), SECRET_KEY="s")
+    result = runner_for(app)("check", "--json")
+    assert result.exit_code == 0, result.output
+    found = _findings(result)
+    assert found["sessions"][0][0] == "ok"
+    assert found["tasks"] == [("skip", "this backend keeps no tasks: the tasks extension is not offered")]
+    assert found["message bus"][0][0] == "warn"
+    assert runner_for(app)("check", "--strict").exit_code == 1
+
+
+def test_check_reaches_the_rate_limit_storage(redis_backend: tuple[Backend, redis.Redis, str]) -> None:
+    # (redis_backend: skips, or fails in CI, when the Redis server is not there)
+    good = create_app(MCP_RATE_LIMIT="100/minute", MCP_RATE_LIMIT_STORAGE=REDIS_URL, SECRET_KEY="s")
+    result = runner_for(good)("check")
+    assert result.exit_code == 0, result.output
+    assert "ok    rate limits     counters in redis:// reachable" in result.stdout
+    down = create_app(MCP_RATE_LIMIT="100/minute", MCP_RATE_LIMIT_STORAGE=f"redis://127.0.0.1:{free_port()}/0",
+                      SECRET_KEY="s")
+    failed = runner_for(down)("check")
+    assert failed.exit_code == 1
+    assert "FAIL  rate limits     counters in redis:// unreachable: limits would not be enforced" in failed.stdout
+
+
+def test_check_warns_about_unknown_settings_and_strict_fails_on_warnings() -> None:
+    app = create_app(MCP_SESION_TIMEOUT=5)
+    result = runner_for(app)("check")
+    assert result.exit_code == 0, result.output
+    assert ("warn  configuration   MCP_SESION_TIMEOUT is not a flask-mcp setting and is ignored "
+            "(did you mean MCP_SESSION_TIMEOUT?)") in result.stdout
+    assert "SECRET_KEY is not set" in result.stdout
+    strict = runner_for(app)("check", "--strict")
+    assert strict.exit_code == 1
+    assert "checks failed." in strict.stderr
+
+
+def test_check_fails_when_auth_is_on_without_a_verifier() -> None:
+    app = create_app(MCP_AUTH=True, SECRET_KEY="s")
+    result = runner_for(app)("check", "--json")
+    assert result.exit_code == 1
+    statuses = dict((status, detail) for status, detail in _findings(result)["authentication"])
+    assert "MCP_AUTH is on but no token verifier is set" in statuses["FAIL"]
+    assert "MCP_RESOURCE_URL is not set" in statuses["warn"]
+
+
+def test_check_probes_the_endpoint_with_the_token_given() -> None:
+    run = runner_for(auth_app())
+    skipped = _findings(run("check", "--json"))["endpoint"]
+    assert skipped == [("skip", "MCP_AUTH is on: pass --token (or --as) to probe the endpoint")]
+    refused = run("check", "--json", "--token", "bad-token")
+    assert refused.exit_code == 1
+    assert "HTTP 401" in _findings(refused)["endpoint"][0][1]
+    assert _findings(run("check", "--json"))["authentication"] == [
+        ("ok", "token verifier FunctionVerifier: not probed (it reaches nothing flask-mcp knows of)")]
+    probed = _findings(run("check", "--json", "--token", "good-token"))["endpoint"]
+    assert probed[0][0] == "ok"
+    assert _findings(run("check", "--json", "--as", "ops"))["endpoint"][0][0] == "ok"
+
+
+@pytest.fixture
+def auth_server(tmp_path: Path) -> Iterator[AuthServer]:
+    server = AuthServer(tmp_path / "as-state.json").start()
+    yield server
+    server.stop()
+
+
+def _jwk(kid: str) -> dict[str, Any]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid, "use": "sig"}
+
+
+def _jwt_app(server: AuthServer) -> Flask:
+    return create_app(MCP_AUTH=True, MCP_JWKS_URL=server.jwks_url, MCP_RESOURCE_URL="https://cli.example.com/mcp",
+                      MCP_AUTH_TIMEOUT=2, SECRET_KEY="s")
+
+
+def test_check_reads_the_jwks_and_fails_when_it_is_empty_or_unreachable(auth_server: AuthServer) -> None:
+    auth_server.set_jwks({"keys": [_jwk("key-1"), _jwk("key-2")]})
+    auth_server.reset_stats()
+    run = runner_for(_jwt_app(auth_server))
+    result = run("check")
+    assert result.exit_code == 0, result.output
+    assert f"ok    JWKS            {auth_server.jwks_url} reached: 2 usable key(s) (key-1, key-2)" in result.stdout
+    assert auth_server.stats()["jwks"] == 1  # it really went there
+
+    auth_server.set_jwks({"keys": []})
+    empty = run("check")
+    assert empty.exit_code == 1
+    assert f"FAIL  JWKS            {auth_server.jwks_url} holds no keys" in empty.stdout
+
+    auth_server.stop()
+    down = run("check")
+    assert down.exit_code == 1
+    assert f"FAIL  JWKS            {auth_server.jwks_url} could not be read" in down.stdout
+
+
+def test_check_introspects_a_made_up_token(auth_server: AuthServer) -> None:
+    auth_server.require_client("cli-client", "right-secret")
+    config = {"MCP_AUTH": True, "MCP_INTROSPECTION_URL": auth_server.introspection_url,
+              "MCP_INTROSPECTION_CLIENT_ID": "cli-client", "MCP_RESOURCE_URL": "https://cli.example.com/mcp",
+              "SECRET_KEY": "s"}
+    auth_server.reset_stats()
+    good = runner_for(create_app(MCP_INTROSPECTION_CLIENT_SECRET="right-secret", **config))("check")
+    assert good.exit_code == 0, good.output
+    assert f"ok    introspection   {auth_server.introspection_url} reached: a made-up token was reported inactive" in (
+        good.stdout)
+    assert auth_server.stats()["introspect"] == 1
+
+    wrong = runner_for(create_app(MCP_INTROSPECTION_CLIENT_SECRET="wrong-secret", **config))("check")
+    assert wrong.exit_code == 1
+    assert "FAIL  introspection   introspection endpoint" in wrong.stdout
+    assert "answered HTTP 401" in wrong.stdout
+
+
