@@ -69,9 +69,9 @@ def make_certificate(folder: Path) -> Certificate:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -104,10 +104,10 @@ def _replace_once(text: str, old: str, new: str) -> str:
 
 
 def render_site(*, https_port: int, http_port: int, upstream_port: int, certificate: Certificate,
-                read_timeout: str | None = None) -> str:
+                changes: dict[str, str] | None = None) -> str:
     """The kit's site configuration with the test's ports, name and certificate.
-    ``read_timeout`` replaces the MCP location's ``proxy_read_timeout`` (the
-    contrast case of the listen-stream test), else the kit's value stays."""
+    ``changes`` replaces directives of the kit (each must occur once): the
+    contrast cases, which show what a test would see without the kit's value."""
     text = SITE.read_text()
     text = _replace_once(text, "server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
     assert text.count("server_name mcp.example.com;") == 2, "the kit's two servers of the public name"
@@ -125,8 +125,8 @@ def render_site(*, https_port: int, http_port: int, upstream_port: int, certific
     assert count == 8, f"expected the kit's 8 listen directives (4 servers, IPv4 and IPv6), found {count}"
     directives = [line.split("#")[0] for line in text.splitlines()]
     assert not any("mcp.example.com" in line for line in directives), "an unsubstituted host name is left"
-    if read_timeout is not None:
-        text = _replace_once(text, "proxy_read_timeout 1h;", f"proxy_read_timeout {read_timeout};")
+    for old, new in (changes or {}).items():
+        text = _replace_once(text, old, new)
     return text
 
 
@@ -151,7 +151,7 @@ class Nginx:
     """An nginx master we started in the foreground, stopped by its PID."""
 
     def __init__(self, folder: Path, *, upstream_port: int, certificate: Certificate,
-                 read_timeout: str | None = None) -> None:
+                 changes: dict[str, str] | None = None) -> None:
         binary = nginx_binary()
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
@@ -162,7 +162,7 @@ class Nginx:
         self.access_log = folder / "access.log"
         site = folder / "site.conf"
         site.write_text(render_site(https_port=self.https_port, http_port=self.http_port,
-                                    upstream_port=upstream_port, certificate=certificate, read_timeout=read_timeout))
+                                    upstream_port=upstream_port, certificate=certificate, changes=changes))
         temp = {name: folder / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
         user = "user root root;" if os.geteuid() == 0 else ""  # root's workers would otherwise be nobody's
         (folder / "nginx.conf").write_text(f"""
