@@ -17,6 +17,7 @@ docs/deploying.md explains each line.
 """
 
 import gc
+from typing import Any
 
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -39,9 +40,9 @@ forwarded_allow_ips = ""
 PROXIES = 1
 
 
-def post_worker_init(worker: object) -> None:
-    """Wrap the app in ProxyFix once it is loaded, then freeze what the worker
-    holds so the garbage collector's full passes skip it."""
-    app = worker.wsgi  # type: ignore[attr-defined]
-    worker.wsgi = ProxyFix(app, x_for=PROXIES, x_proto=PROXIES, x_host=PROXIES, x_port=PROXIES)  # type: ignore[attr-defined]
+def post_worker_init(worker: Any) -> None:
+    """Wrap the loaded app in ProxyFix (here, not in the app: trusting the
+    headers is right only behind this proxy), then freeze what the worker holds
+    so the garbage collector's full passes skip it (example/gunicorn.conf.py)."""
+    worker.wsgi = ProxyFix(worker.wsgi, x_for=PROXIES, x_proto=PROXIES, x_host=PROXIES, x_port=PROXIES)
     gc.freeze()
