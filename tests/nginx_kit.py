@@ -32,7 +32,7 @@ SITE = ROOT / "deploy" / "nginx" / "flask-mcp.conf"
 GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 #: The public host name in the tests: it resolves to loopback everywhere.
 PUBLIC_HOST = "localhost"
-#: Debian's /etc/nginx/nginx.conf: one worker process per core, 768 connections each.
+#: Debian's /etc/nginx/nginx.conf: 768 connections per worker process.
 WORKER_CONNECTIONS = 768
 
 
@@ -174,6 +174,10 @@ pid {folder / 'nginx.pid'};
 error_log {self.error_log} info;
 events {{ worker_connections {WORKER_CONNECTIONS}; }}
 http {{
+    # As Debian's /etc/nginx/nginx.conf has them.
+    sendfile on;
+    tcp_nopush on;
+    gzip on;
     access_log {self.access_log};
     default_type application/octet-stream;
     {''.join(f'{name}_temp_path {path};' for name, path in temp.items())}

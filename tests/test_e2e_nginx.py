@@ -360,6 +360,23 @@ def test_a_body_over_the_limit_gets_a_json_rpc_error_from_nginx_and_one_at_the_l
     validate_message(MODERN, "tools/list", answer.json())
 
 
+def test_a_server_that_is_down_gets_a_json_rpc_503_not_an_html_page(stack: Stack) -> None:
+    with socket.socket() as unused:  # a loopback port nobody listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+        orphan = Nginx(stack.folder / "nginx-orphan", upstream_port=port, certificate=stack.certificate)
+    try:
+        answer = requests.post(orphan.url, json=modern_call("greet", {"name": "x"}, "down"),
+                               headers=modern_headers("tools/call", "greet"), verify=str(stack.certificate.ca),
+                               timeout=10)
+    finally:
+        orphan.stop()
+    assert answer.status_code == 503
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.headers["Retry-After"] == "5"
+    validate_message(MODERN, None, answer.json())
+
+
 # ---------------------------------------------------------------- slow clients
 
 
