@@ -11,6 +11,7 @@ pid, temp and log files in a temporary folder; it is stopped by its PID.
 from __future__ import annotations
 
 import datetime
+import http.client
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from conftest import ROOT, free_port, unavailable
 from cryptography import x509
@@ -32,6 +34,10 @@ SITE = ROOT / "deploy" / "nginx" / "flask-mcp.conf"
 GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 #: The public host name in the tests: it resolves to loopback everywhere.
 PUBLIC_HOST = "localhost"
+#: A second name of the site, not a loopback one (reached by connecting to
+#: 127.0.0.1 and naming it in SNI and Host): flask-mcp's loopback Host check
+#: must not turn it away.
+OTHER_HOST = "mcp.example.test"
 #: Debian's /etc/nginx/nginx.conf: 768 connections per worker process.
 WORKER_CONNECTIONS = 768
 
@@ -84,7 +90,8 @@ def make_certificate(folder: Path) -> Certificate:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(PUBLIC_HOST)]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(PUBLIC_HOST), x509.DNSName(OTHER_HOST)]),
+                       critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
@@ -111,7 +118,7 @@ def render_site(*, https_port: int, http_port: int, upstream_port: int, certific
     text = SITE.read_text()
     text = _replace_once(text, "server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
     assert text.count("server_name mcp.example.com;") == 2, "the kit's two servers of the public name"
-    text = text.replace("server_name mcp.example.com;", f"server_name {PUBLIC_HOST};")
+    text = text.replace("server_name mcp.example.com;", f"server_name {PUBLIC_HOST} {OTHER_HOST};")
     text = _replace_once(text, "/etc/letsencrypt/live/mcp.example.com/fullchain.pem", str(certificate.cert))
     text = _replace_once(text, "/etc/letsencrypt/live/mcp.example.com/privkey.pem", str(certificate.key))
     ports = {"443": https_port, "80": http_port}
@@ -205,6 +212,15 @@ http {{
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"nginx did not start listening:\n{self.log()}")
+
+    def connection(self, host: str, context: ssl.SSLContext, **kwargs: Any) -> http.client.HTTPSConnection:
+        """A connection to this nginx that names ``host`` (SNI and ``Host``),
+        whatever that name resolves to."""
+        connection = http.client.HTTPSConnection(host, self.https_port, timeout=10, context=context, **kwargs)
+        connection._create_connection = (  # type: ignore[attr-defined]
+            lambda address, *args: socket.create_connection(("127.0.0.1", address[1]), *args)
+        )
+        return connection
 
     def log(self) -> str:
         parts = [p.read_text(errors="replace") for p in (self.folder / "stdio.log", self.error_log) if p.exists()]

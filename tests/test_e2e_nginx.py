@@ -38,6 +38,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from nginx_kit import (
     GUNICORN_CONF,
+    OTHER_HOST,
     PUBLIC_HOST,
     Certificate,
     Nginx,
@@ -289,9 +290,8 @@ def test_the_metadata_names_the_public_url_whatever_the_client_forges(stack: Sta
     applies nginx's once: the public scheme, host and port, and the client's
     own address (here 127.0.0.2, seen in gunicorn's access log)."""
     probe = uuid.uuid4().hex
-    connection = http.client.HTTPSConnection(PUBLIC_HOST, stack.nginx.https_port, timeout=10,
-                                             context=stack.certificate.client_context(),
-                                             source_address=("127.0.0.2", 0))
+    connection = stack.nginx.connection(PUBLIC_HOST, stack.certificate.client_context(),
+                                        source_address=("127.0.0.2", 0))
     forged = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "http", "X-Forwarded-Host": "evil.example",
               "X-Forwarded-Port": "8080", "X-Forwarded-Prefix": "/evil", "Forwarded": "for=203.0.113.7;host=evil"}
     try:
@@ -322,6 +322,31 @@ def test_the_metadata_names_the_public_url_whatever_the_client_forges(stack: Sta
     assert lines[0].split()[0] == "127.0.0.2", lines[0]
 
 
+def test_a_public_name_that_is_not_loopback_needs_no_allowed_hosts_entry(stack: Stack) -> None:
+    """gunicorn listens on loopback, where flask-mcp answers only loopback Host
+    names unless MCP_ALLOWED_HOSTS lists others; ProxyFix gives the app the
+    public name, and nginx's server_name is what guards it now."""
+    connection = stack.nginx.connection(OTHER_HOST, stack.certificate.client_context())
+    try:
+        connection.request("POST", "/mcp", body=json.dumps(modern_call("greet", {"name": "you"}, "other-host")),
+                           headers=modern_headers("tools/call", "greet"))
+        answer = connection.getresponse()
+        called = json.loads(answer.read())
+        connection.request("GET", "/.well-known/oauth-protected-resource/mcp")
+        metadata = connection.getresponse()
+        document = json.loads(metadata.read())
+    finally:
+        connection.close()
+    assert answer.status == 200, called
+    validate_message(MODERN, "tools/call", called)
+    assert called["result"]["content"][0]["text"] == "Hello, you!"
+    assert document["resource"] == f"https://{OTHER_HOST}:{stack.nginx.https_port}/mcp"
+
+    direct = requests.post(stack.gunicorn.url, json=modern_call("greet", {"name": "you"}, "direct"),
+                           headers={**modern_headers("tools/call", "greet"), "Host": OTHER_HOST}, timeout=10)
+    assert direct.status_code == 403, "without the proxy, the loopback Host check refuses the name"
+
+
 def test_foreign_host_names_never_reach_the_app(stack: Stack) -> None:
     """A DNS-rebinding page reaches nginx under its own host name: the TLS
     handshake is refused for an unknown name, and a request naming another
@@ -329,8 +354,7 @@ def test_foreign_host_names_never_reach_the_app(stack: Stack) -> None:
     with socket.create_connection(("127.0.0.1", stack.nginx.https_port), timeout=5) as raw:
         with pytest.raises(ssl.SSLError):
             ssl.create_default_context().wrap_socket(raw, server_hostname="evil.example")
-    connection = http.client.HTTPSConnection(PUBLIC_HOST, stack.nginx.https_port, timeout=10,
-                                             context=stack.certificate.client_context())
+    connection = stack.nginx.connection(PUBLIC_HOST, stack.certificate.client_context())
     try:
         with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
             connection.request("GET", "/mcp/health", headers={"Host": "evil.example"})
