@@ -65,6 +65,8 @@ MODERN_META = {
 }
 #: The kit's gunicorn worker settings (deploy/gunicorn.conf.py).
 WORKERS, THREADS = 2, 16
+#: gunicorn's access log: the client's address as the app sees it, then the TCP peer's port.
+ACCESS_LOG_FORMAT = '%(h)s %({remote_port}e)s "%(r)s" %(s)s'
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,9 @@ def start_gunicorn(folder: Path) -> GunicornServer:
         "FLASK_MCP_BACKEND": f"sqlite:///{folder / 'sessions.sqlite3'}",
         "FLASK_MCP_SSE_HEARTBEAT": str(HEARTBEAT),
     }
-    return GunicornServer(APP, workers=WORKERS, threads=THREADS, env=env, extra_args=["-c", str(GUNICORN_CONF)])
+    # The kit's settings; the access log also names the peer's port (which connection from nginx).
+    return GunicornServer(APP, workers=WORKERS, threads=THREADS, env=env,
+                          extra_args=["-c", str(GUNICORN_CONF), "--access-logformat", ACCESS_LOG_FORMAT])
 
 
 @pytest.fixture(scope="module")
@@ -315,11 +319,29 @@ def test_the_metadata_names_the_public_url_whatever_the_client_forges(stack: Sta
                           timeout=10).json()
     assert direct["resource"] == f"http://127.0.0.1:{stack.gunicorn.port}/mcp"
 
+    assert access_lines(stack, probe)[0].split()[0] == "127.0.0.2"
+
+
+def access_lines(stack: Stack, probe: str, count: int = 1) -> list[str]:
+    """gunicorn's access log lines of the requests whose URL carries ``probe``."""
     deadline = time.monotonic() + 5
-    while not (lines := [line for line in stack.gunicorn.output().splitlines() if probe in line]):
-        assert time.monotonic() < deadline, "gunicorn logged no access line for the probe"
+    while len(lines := [line for line in stack.gunicorn.output().splitlines() if probe in line]) < count:
+        assert time.monotonic() < deadline, f"gunicorn logged {len(lines)} of {count} requests with {probe}"
         time.sleep(0.05)
-    assert lines[0].split()[0] == "127.0.0.2", lines[0]
+    return lines
+
+
+def test_nginx_reuses_its_connections_to_gunicorn(stack: Stack) -> None:
+    """HTTP/1.1 with keep-alive upstream: six requests from six clients, one
+    after the other, arrive on fewer connections than that (HTTP/1.0, nginx's
+    default towards the upstream, would open one per request)."""
+    probe = uuid.uuid4().hex
+    for _ in range(6):
+        with requests.Session() as client:  # a new client connection each time
+            answer = client.get(f"{stack.url}/health?probe={probe}", verify=str(stack.certificate.ca), timeout=10)
+            assert answer.status_code == 200
+    ports = {line.split()[1] for line in access_lines(stack, probe, 6)}
+    assert len(ports) < 6, f"one upstream connection per request: {ports}"
 
 
 def test_a_public_name_that_is_not_loopback_needs_no_allowed_hosts_entry(stack: Stack) -> None:
