@@ -284,6 +284,9 @@ def test_an_idle_listen_stream_outlives_the_read_timeout_a_stock_location_would_
     assert note is not None, "the kit's nginx cut the idle listen stream"
     assert note[1]["method"] == "notifications/tools/list_changed"
     assert note[1]["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "listen-kit"}
+    # Both streams are closed now, but their gunicorn threads learn it only when
+    # they next write (the heartbeat is a minute away): give them something to write.
+    call_tool(stack, "test_trigger_tool_change", {}, "change-2")
 
 
 # ---------------------------------------------------------------- forwarded headers and host names
