@@ -490,7 +490,7 @@ def test_half_requests_trickling_at_nginx_leave_health_and_tool_calls_answered_w
     trickle = Trickle(connect_tls, PUBLIC_HOST.encode())
     try:
         health, calls = [], []
-        for number in range(3):
+        for number in range(5):
             trickle.next_round()
             health.append(timed(lambda: requests.get(stack.url + "/health", verify=str(stack.certificate.ca),
                                                      timeout=5).raise_for_status()))
@@ -504,18 +504,29 @@ def test_half_requests_trickling_at_nginx_leave_health_and_tool_calls_answered_w
     assert max(calls) < 1, f"tools/call took {calls}"
 
 
-def test_the_same_half_requests_sent_straight_to_gunicorn_stop_it_answering(stack: Stack) -> None:
-    """The contrast: without nginx in front, the slow clients hold every
-    worker thread and a health check gets no answer within a second."""
+def test_the_same_half_requests_sent_straight_to_gunicorn_leave_health_checks_unanswered(stack: Stack) -> None:
+    """The contrast: without nginx in front, a connection that has sent part
+    of a request holds a gunicorn thread while it trickles (gunicorn defers
+    only connections that send nothing). A worker whose threads are all held
+    answers nobody; which worker a new connection reaches is up to the kernel,
+    so health checks are made, one per trickle round, until one goes
+    unanswered for a second (measured: the first or second of them mostly;
+    in some runs every one)."""
     server = stack.start_gunicorn()
     try:
         trickle = Trickle(lambda: socket.create_connection(("127.0.0.1", server.port), timeout=10), b"127.0.0.1")
+        answered = 0
         try:
-            trickle.next_round()
-            with pytest.raises(requests.exceptions.Timeout):
-                requests.get(server.url + "/health", timeout=1)
+            for _ in range(8):
+                trickle.next_round()
+                try:
+                    requests.get(server.url + "/health", timeout=1)
+                except requests.exceptions.Timeout:
+                    break
+                answered += 1
         finally:
             trickle.close()
+        assert answered < 8, "gunicorn answered every health check within a second: the contrast did not bite"
         assert requests.get(server.url + "/health", timeout=10).status_code == 200, "gunicorn recovers"
     finally:
         server.stop()
