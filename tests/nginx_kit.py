@@ -1,5 +1,7 @@
 """Real nginx for the end-to-end tests of the deployment kit (deploy/).
 
+Also: slow clients (``Trickle``) for the test that nginx shields gunicorn.
+
 The kit's site configuration is used as it is, with only what a test must
 change substituted: the ports (loopback only, IPv6 listeners dropped), the
 host name, the certificate paths and the upstream address. Each substitution
@@ -19,7 +21,9 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,3 +239,63 @@ http {{
                 self.process.kill()
                 self.process.wait()
         self.stdio.close()
+
+
+# ---------------------------------------------------------------- slow clients
+
+
+SLOW_CLIENTS = 500
+HALF_HEADERS = b"POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-Slow: "
+HALF_BODY = b"POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"a\":\""
+
+
+class Trickle:
+    """``SLOW_CLIENTS`` connections that each send half a request, then one
+    more byte every half second until stopped: headers or body never end."""
+
+    def __init__(self, connect: Callable[[], socket.socket], host: bytes) -> None:
+        self.sockets: list[socket.socket] = []
+        try:
+            for number in range(SLOW_CLIENTS):
+                sock = connect()
+                self.sockets.append(sock)
+                sock.sendall((HALF_HEADERS if number % 2 else HALF_BODY) % host)
+        except BaseException:
+            for sock in self.sockets:
+                sock.close()
+            raise
+        self._stop = threading.Event()
+        self._round = threading.Condition()
+        self.rounds = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for sock in list(self.sockets):
+                try:
+                    sock.sendall(b"a")
+                except OSError:
+                    self.sockets.remove(sock)  # closed by the other side
+            with self._round:
+                self.rounds += 1
+                self._round.notify_all()
+
+    def next_round(self) -> None:
+        """Wait until every connection has trickled one more byte."""
+        with self._round:
+            wanted = self.rounds + 1
+            assert self._round.wait_for(lambda: self.rounds >= wanted, timeout=10), "the trickle stalled"
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for sock in self.sockets:
+            sock.close()
+
+
+def timed(call: Callable[[], object]) -> float:
+    """Seconds ``call`` took."""
+    started = time.monotonic()
+    call()
+    return time.monotonic() - started

@@ -9,7 +9,8 @@ reaches the client before the result (no buffering); an idle
 location would apply; the public URL in the protected-resource metadata, the
 forwarded headers trusted exactly once; foreign host names refused; JSON
 errors for bodies over the limit; and service while 500 connections trickle
-half requests at nginx (which, sent straight to gunicorn, stop it answering).
+half requests at nginx (which, sent straight to gunicorn, leave health checks
+unanswered).
 
 Loopback only; nginx and gunicorn are started here and stopped by their PID.
 """
@@ -22,7 +23,6 @@ import json
 import resource
 import socket
 import ssl
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,12 +40,15 @@ from nginx_kit import (
     GUNICORN_CONF,
     OTHER_HOST,
     PUBLIC_HOST,
+    SLOW_CLIENTS,
     Certificate,
     Nginx,
+    Trickle,
     kit_directive,
     make_certificate,
     nginx_binary,
     seconds,
+    timed,
 )
 
 pytestmark = pytest.mark.e2e
@@ -427,57 +430,6 @@ def test_a_server_that_is_down_gets_a_json_rpc_503_not_an_html_page(stack: Stack
 
 
 # ---------------------------------------------------------------- slow clients
-
-
-SLOW_CLIENTS = 500
-HALF_HEADERS = b"POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-Slow: "
-HALF_BODY = b"POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"a\":\""
-
-
-class Trickle:
-    """``SLOW_CLIENTS`` connections that each send half a request, then one
-    more byte every half second until stopped: headers or body never end."""
-
-    def __init__(self, connect: Any, host: bytes) -> None:
-        self.sockets = []
-        for number in range(SLOW_CLIENTS):
-            sock = connect()
-            sock.sendall((HALF_HEADERS if number % 2 else HALF_BODY) % host)
-            self.sockets.append(sock)
-        self._stop = threading.Event()
-        self._round = threading.Condition()
-        self.rounds = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            for sock in list(self.sockets):
-                try:
-                    sock.sendall(b"a")
-                except OSError:
-                    self.sockets.remove(sock)  # closed by the other side
-            with self._round:
-                self.rounds += 1
-                self._round.notify_all()
-
-    def next_round(self) -> None:
-        """Wait until every connection has trickled one more byte."""
-        with self._round:
-            wanted = self.rounds + 1
-            assert self._round.wait_for(lambda: self.rounds >= wanted, timeout=10), "the trickle stalled"
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        for sock in self.sockets:
-            sock.close()
-
-
-def timed(call: Any) -> float:
-    started = time.monotonic()
-    call()
-    return time.monotonic() - started
 
 
 def test_half_requests_trickling_at_nginx_leave_health_and_tool_calls_answered_within_a_second(stack: Stack) -> None:
