@@ -10,52 +10,52 @@ from urllib.parse import urlsplit
 
 #: The configuration keys and their defaults. ``None`` means "derived".
 DEFAULTS: dict[str, Any] = {
-    "MCP_URL_PREFIX": "/mcp",
+    "MCP_URL_PREFIX": "/mcp",  # where the endpoints live
     "MCP_NAME": None,  # defaults to the Flask app's name
     "MCP_VERSION": None,  # defaults to "0.0.0"
-    "MCP_INSTRUCTIONS": None,
+    "MCP_INSTRUCTIONS": None,  # static instructions (per request: @mcp.instructions)
     "MCP_BACKEND": "sqlite://",  # a file in the app's instance folder
-    "MCP_SESSION_TIMEOUT": 3600,
-    "MCP_MAX_CONTENT_LENGTH": 4 * 1024 * 1024,
-    "MCP_PAGE_SIZE": 100,
-    "MCP_DNS_REBINDING_PROTECTION": True,
-    "MCP_ALLOWED_ORIGINS": (),
-    "MCP_ALLOWED_HOSTS": (),
+    "MCP_SESSION_TIMEOUT": 3600,  # seconds a legacy session may stay idle
+    "MCP_MAX_CONTENT_LENGTH": 4 * 1024 * 1024,  # bytes; larger request bodies get 413
+    "MCP_PAGE_SIZE": 100,  # items per list page (opaque cursors)
+    "MCP_DNS_REBINDING_PROTECTION": True,  # the Host and Origin checks
+    "MCP_ALLOWED_ORIGINS": (),  # extra browser origins allowed (a list, or a callable)
+    "MCP_ALLOWED_HOSTS": (),  # extra Host names for a server bound to loopback
     "MCP_SSE_HEARTBEAT": 15,  # seconds between keep-alive comments on an idle stream
     "MCP_CLIENT_TIMEOUT": 300,  # seconds a tool waits for a legacy client's answer
     # Resumable streams (2025-11-25 sessions): the client's reconnection delay, how
     # long a stream's events are kept for a GET with Last-Event-ID, and after how
     # many seconds the server lets a long stream's connection go (None: never).
-    "MCP_SSE_RETRY_MS": 1000,
-    "MCP_SSE_RETENTION": 600,
-    "MCP_SSE_POLL_AFTER": None,
-    "MCP_CACHE_TTL_MS": 60_000,
-    "MCP_CACHE_SCOPE": "public",
+    "MCP_SSE_RETRY_MS": 1000,  # the reconnection delay sent on resumable streams
+    "MCP_SSE_RETENTION": 600,  # seconds a resumable stream's events are kept after its last one
+    "MCP_SSE_POLL_AFTER": None,  # let a resumable stream's connection go after this many seconds
+    "MCP_CACHE_TTL_MS": 60_000,  # 2026-07-28 caching hint: ttlMs of discover, list and read results
+    "MCP_CACHE_SCOPE": "public",  # 2026-07-28 caching hint: cacheScope, "public" or "private"
     # Authentication, rate limits, hardening (README "Authentication", "Deploying").
-    "MCP_AUTH": False,
+    "MCP_AUTH": False,  # require bearer tokens (and serve the protected-resource metadata)
     "MCP_TOKEN_VERIFIER": None,  # "presence", "introspection", "jwt", an object or a function
     "MCP_AUTH_SERVERS": (),  # authorization server issuer URLs, for the metadata document
     "MCP_AUTH_SCOPES": (),  # scopes_supported (default: the scopes the tools declare)
     "MCP_RESOURCE_URL": None,  # the endpoint's canonical URL (default: from the request)
     "MCP_AUTH_AUDIENCE": None,  # the audience tokens must name (default: MCP_RESOURCE_URL)
-    "MCP_INTROSPECTION_URL": None,
-    "MCP_INTROSPECTION_CLIENT_ID": None,
-    "MCP_INTROSPECTION_CLIENT_SECRET": None,
-    "MCP_JWKS_URL": None,
-    "MCP_JWT_ISSUER": None,
-    "MCP_JWT_ALGORITHMS": ("RS256", "ES256"),
+    "MCP_INTROSPECTION_URL": None,  # the RFC 7662 introspection endpoint
+    "MCP_INTROSPECTION_CLIENT_ID": None,  # credentials for the introspection endpoint
+    "MCP_INTROSPECTION_CLIENT_SECRET": None,  # (never shown in repr)
+    "MCP_JWKS_URL": None,  # where the JWT verifier fetches the signing keys
+    "MCP_JWT_ISSUER": None,  # the iss tokens must carry (None: not checked)
+    "MCP_JWT_ALGORITHMS": ("RS256", "ES256"),  # signature algorithms accepted
     "MCP_AUTH_CACHE_TTL": 60,  # seconds an introspection answer is reused
     "MCP_AUTH_TIMEOUT": 5,  # seconds a call to the authorization server may take
-    "MCP_ACCOUNT_HEADER": "X-Account-Id",
+    "MCP_ACCOUNT_HEADER": "X-Account-Id",  # where ctx.account may come from
     "MCP_RATE_LIMIT": None,  # e.g. "120/minute", per principal (or remote address)
     "MCP_RATE_LIMIT_STORAGE": None,  # a limits storage URI (default: the app's Limiter, Redis, memory)
     "MCP_CORS_ORIGINS": (),  # browser origins given the CORS preset ("*": any)
-    "MCP_MAX_JSON_DEPTH": 64,
+    "MCP_MAX_JSON_DEPTH": 64,  # deeper request bodies get 400
     # Tasks (the io.modelcontextprotocol/tasks extension): how long a task is kept
     # after its creation (seconds; None: until the backend drops it) and the poll
     # interval suggested to clients (milliseconds).
-    "MCP_TASK_TTL": 3600,
-    "MCP_TASK_POLL_INTERVAL_MS": 1000,
+    "MCP_TASK_TTL": 3600,  # seconds a task is kept after its creation (None: until the backend drops it)
+    "MCP_TASK_POLL_INTERVAL_MS": 1000,  # the pollIntervalMs suggested to clients polling a task
     "MCP_TASK_MAX_RUNNING": 64,  # task tools running at once per worker process (None: no limit)
     # Skills (the io.modelcontextprotocol/skills extension): also answer
     # resources/directory/read, declared as directoryRead (docs/skills.md).

@@ -1,0 +1,93 @@
+"""The ``mcp-config`` directive: the configuration reference, generated at
+build time from ``flask_mcp/config.py`` -- the keys and defaults from
+``DEFAULTS`` itself, each key's description from the comment on its line. A key without a
+description is a build warning (and ``-W`` makes it an error), so the page
+cannot fall behind the code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+logger = logging.getLogger(__name__)
+
+_KEY = re.compile(r'^\s*"(?P<key>MCP_\w+)":\s*(?P<value>.*?),?\s*(?:#\s*(?P<comment>.*))?$')
+
+
+def read_config_source() -> tuple[dict[str, Any], dict[str, str]]:
+    """``DEFAULTS``, and each key's description (the comment on its line), in source order."""
+    from flask_mcp import config
+
+    lines, _ = inspect.getsourcelines(config)
+    start = next(i for i, line in enumerate(lines) if line.startswith("DEFAULTS"))
+    described: dict[str, str] = {}
+    for line in lines[start + 1:]:
+        if line.startswith("}"):
+            break
+        if key := _KEY.match(line):
+            described[key["key"]] = key["comment"] or ""
+    return config.DEFAULTS, described
+
+
+def _default(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, tuple):
+        return repr(list(value)) if value else "()"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1024 * 1024 and value % (1024 * 1024) == 0:
+        return f"{value} ({value // (1024 * 1024)} MiB)"
+    return repr(value)
+
+
+def _row(*cells: nodes.Node) -> nodes.row:
+    row = nodes.row()
+    for cell in cells:
+        entry = nodes.entry()
+        entry += cell
+        row += entry
+    return row
+
+
+class ConfigReference(SphinxDirective):
+    """Every ``MCP_*`` key: its default and what it does, in the order of the source."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        defaults, described = read_config_source()
+        table = nodes.table(classes=["mcp-config"])
+        tgroup = nodes.tgroup(cols=3)
+        table += tgroup
+        for width in (30, 20, 50):
+            tgroup += nodes.colspec(colwidth=width)
+        head = nodes.thead()
+        head += _row(nodes.paragraph(text="key"), nodes.paragraph(text="default"), nodes.paragraph(text="description"))
+        tgroup += head
+        body = nodes.tbody()
+        tgroup += body
+        for key, value in defaults.items():
+            description = described.get(key)
+            if description is None:
+                logger.warning("%s is in DEFAULTS but not on a line of its own in flask_mcp/config.py", key,
+                               location=self.get_location())
+            elif not description:
+                logger.warning("%s has no description: add a comment on its line in flask_mcp/config.py", key,
+                               location=self.get_location())
+            name = nodes.paragraph()
+            name += nodes.target("", "", ids=[nodes.make_id(key)], names=[key.lower()])
+            name += nodes.literal(text=key)
+            body += _row(name, nodes.paragraph("", "", nodes.literal(text=_default(value))),
+                         nodes.paragraph(text=description or ""))
+        return [table]
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_directive("mcp-config", ConfigReference)
+    return {"parallel_read_safe": True}
