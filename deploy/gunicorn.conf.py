@@ -2,8 +2,9 @@
 
     gunicorn -c deploy/gunicorn.conf.py yourapp:app
 
-The worker settings are the example's (example/gunicorn.conf.py explains
-them); what changes behind the proxy is who is trusted for what:
+The worker settings are the package's recommended ones
+(flask_mcp/gunicorn_conf.py explains them); what changes behind the proxy is
+who is trusted for what:
 
 - gunicorn listens on loopback only, where nginx is its one client;
 - the ``X-Forwarded-*`` headers nginx sets are applied once, by werkzeug's
@@ -16,21 +17,18 @@ them); what changes behind the proxy is who is trusted for what:
 docs/deploying.md explains each line.
 """
 
-import gc
 from typing import Any
 
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from flask_mcp import gunicorn_conf
+from flask_mcp.gunicorn_conf import *  # noqa: F403
+
 bind = "127.0.0.1:8000"  # the upstream of the nginx site
-worker_class = "gthread"
-workers = 2
-threads = 16
-timeout = 120
-graceful_timeout = 30
-# Longer than nginx keeps an idle upstream connection (keepalive_timeout 4s in
-# the site): nginx then never sends a request on a connection gunicorn is closing.
-keepalive = 5
-accesslog = "-"
+# The packaged keepalive (5 s) must stay longer than nginx keeps an idle upstream
+# connection (keepalive_timeout 4s in the site): nginx then never sends a request on
+# a connection gunicorn is closing.
+assert gunicorn_conf.keepalive > 4, "gunicorn's keepalive must outlast nginx's upstream keepalive_timeout (4s)"
 # Trust X-Forwarded-Proto & co. in ProxyFix only (below), not in gunicorn as well.
 forwarded_allow_ips = ""
 
@@ -42,7 +40,7 @@ PROXIES = 1
 
 def post_worker_init(worker: Any) -> None:
     """Wrap the loaded app in ProxyFix (here, not in the app: trusting the
-    headers is right only behind this proxy), then freeze what the worker holds
-    so the garbage collector's full passes skip it (example/gunicorn.conf.py)."""
+    headers is right only behind this proxy), then let the packaged hook freeze
+    what the worker holds (flask_mcp/gunicorn_conf.py)."""
     worker.wsgi = ProxyFix(worker.wsgi, x_for=PROXIES, x_proto=PROXIES, x_host=PROXIES, x_port=PROXIES)
-    gc.freeze()
+    gunicorn_conf.post_worker_init(worker)
