@@ -20,7 +20,7 @@ from flask import Flask, g, request
 from test_subscriptions import SUB_KEY, _messages, _next_notification, _open
 
 from flask_mcp import MCP, Context, MCPError, ToolError
-from flask_mcp.backends.base import Backend
+from flask_mcp.backends import Backend
 from flask_mcp.backends.memory import MemoryMessageBus, MemorySessionStore, MemoryTaskStore
 from flask_mcp.config import ConfigError
 from flask_mcp.protocol.features import RequestInfo

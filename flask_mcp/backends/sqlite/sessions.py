@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 
 from ...protocol import jsonrpc
 from ...protocol.errors import MCPError
-from ...protocol.session import Session
-from ..base import DEFAULT_IO_TIMEOUT, BackendUnavailable
+from ..contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable, Session
 from .database import SqliteDatabase, database_for
 from .stamps import ChangeStamps
 
