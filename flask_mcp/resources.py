@@ -10,9 +10,9 @@ import logging
 import mimetypes
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic_core import to_jsonable_python
 
@@ -21,6 +21,7 @@ from .auth import permits, require_scopes, validate_scopes
 from .content import EmbeddedResource, ResourceContents
 from .context import Context, serving
 from .errors import ToolError
+from .options import ResourceOptions, check_options
 from .protocol.errors import InternalError, MCPError
 from .protocol.features import InvalidToolArguments, RequestInfo
 from .protocol.providers import ReadOutcome
@@ -53,23 +54,16 @@ class Resource:
 
     @classmethod
     def from_function(
-        cls,
-        fn: Callable[..., Any],
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        size: int | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        ttl_ms: int | None = None,
-        cache_scope: str | None = None,
-        ui: UIOptions | None = None,
-        scopes: Sequence[str] | None = None,
+        cls, fn: Callable[..., Any], uri: str, *, ui: UIOptions | None = None, **options: Unpack[ResourceOptions]
     ) -> Resource:
+        """The resource (or template) ``fn`` becomes at ``uri`` with ``options``
+        (``complete`` is the registry's business, not the resource's); ``ui``
+        makes it an MCP Apps view."""
+        check_options("resource()", options, ResourceOptions)
+        name, title, description = options.get("name"), options.get("title"), options.get("description")
+        mime_type, size, annotations = options.get("mime_type"), options.get("size"), options.get("annotations")
+        icons, meta, scopes = options.get("icons"), options.get("meta"), options.get("scopes")
+        ttl_ms, cache_scope = options.get("ttl_ms"), options.get("cache_scope")
         if not isinstance(uri, str) or not _SCHEME.match(uri):
             raise ValueError(f"Resource URI {uri!r} needs a scheme, e.g. 'file:///notes.txt' or 'app://items/{{id}}'")
         template = UriTemplate(uri) if is_template(uri) else None

@@ -1,28 +1,29 @@
 """The resources, prompts, completions and MCP Apps half of the extension's
-API (a base class of :class:`~flask_mcp.MCP`): decorators that register plain
-functions and return them unchanged, and their run-time counterparts."""
+API, a mixin of :class:`~flask_mcp.MCP` (whose ``__init__`` sets it up):
+decorators that register plain functions and return them unchanged, and their
+run-time counterparts. Their options are :mod:`flask_mcp.options`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, Unpack, cast, overload
 
-from .apps import CSP, UI_MIME_TYPE, DomainSource, UIOptions
+from .apps import UI_MIME_TYPE, UIOptions
 from .completions import Completer, CompleterSource, CompletionRegistry, RefType
+from .options import PromptOptions, ResourceOptions, ViewOptions, check_options
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The options of a view that are not options of the resource serving it.
+_VIEW_ONLY = frozenset(ViewOptions.__optional_keys__ - ResourceOptions.__optional_keys__)
 
-class ServerSurface:
+
+class ResourcesAndPromptsMixin:
     """Registration of resources, resource templates, prompts, completers and views."""
 
-    _resources: ResourceRegistry
-    _prompts: PromptRegistry
-    _completions: CompletionRegistry
-
-    def _init_surface(self, on_list_changed: Callable[[str], None], on_completions: Callable[[], None]) -> None:
+    def __init__(self, on_list_changed: Callable[[str], None], on_completions: Callable[[], None]) -> None:
         """Create the registries; ``on_list_changed(kind)`` hears every change of
         the resource or prompt lists ("resources", "prompts"), ``on_completions()``
         every completer added."""
@@ -47,23 +48,7 @@ class ServerSurface:
 
     # ------------------------------------------------------------------ resources
 
-    def resource(
-        self,
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        size: int | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        ttl_ms: int | None = None,
-        cache_scope: str | None = None,
-        complete: Mapping[str, CompleterSource] | None = None,
-        scopes: Sequence[str] | None = None,
-    ) -> Callable[[F], F]:
+    def resource(self, uri: str, **options: Unpack[ResourceOptions]) -> Callable[[F], F]:
         """Register a function as the resource at ``uri``, or as a resource
         template when ``uri`` is an RFC 6570 template (``"app://items/{id}"``):
         its variables become the function's parameters, coerced to their type
@@ -76,11 +61,7 @@ class ServerSurface:
         reads; ``complete`` maps template variables to completers. ``scopes``:
         what the caller's token must grant to see, read or complete it (as for tools).
         """
-        options: dict[str, Any] = {
-            "name": name, "title": title, "description": description, "mime_type": mime_type, "size": size,
-            "annotations": annotations, "icons": icons, "meta": meta, "ttl_ms": ttl_ms, "cache_scope": cache_scope,
-            "complete": complete, "scopes": scopes,
-        }
+        check_options("resource()", options, ResourceOptions)
 
         def register(fn: F) -> F:
             self.add_resource(fn, uri, **options)
@@ -88,12 +69,13 @@ class ServerSurface:
 
         return register
 
-    def add_resource(
-        self, fn: Callable[..., Any], uri: str, *, complete: Mapping[str, CompleterSource] | None = None,
-        **options: Any,
-    ) -> None:
+    def add_resource(self, fn: Callable[..., Any], uri: str, **options: Unpack[ResourceOptions]) -> None:
         """Register a resource or template at any time (options as for :meth:`resource`)."""
-        resource = Resource.from_function(fn, uri, **options)
+        self._add_resource(fn, uri, None, options)
+
+    def _add_resource(self, fn: Callable[..., Any], uri: str, ui: UIOptions | None, options: ResourceOptions) -> None:
+        complete = options.pop("complete", None)
+        resource = Resource.from_function(fn, uri, ui=ui, **options)
         completers = self._completers("ref/resource", uri, resource.template.variables if resource.template else (),
                                       complete)
         self._resources.add(resource)
@@ -104,24 +86,7 @@ class ServerSurface:
         """Remove the resource (or template) registered at ``uri``."""
         self._resources.remove(uri)
 
-    def ui_resource(
-        self,
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        csp: CSP | Mapping[str, Sequence[str]] | None = None,
-        permissions: Iterable[str] | None = None,
-        domain: DomainSource = "auto",
-        prefers_border: bool | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        ttl_ms: int | None = None,
-        cache_scope: str | None = None,
-        scopes: Sequence[str] | None = None,
-    ) -> Callable[[F], F]:
+    def ui_resource(self, uri: str, **options: Unpack[ViewOptions]) -> Callable[[F], F]:
         """Register an MCP Apps view: a ``ui://`` resource whose function returns a
         complete HTML document, served as ``text/html;profile=mcp-app`` with
         ``_meta.ui`` on its listing entry and contents. Link a tool to it with
@@ -136,17 +101,21 @@ class ServerSurface:
         leaves it to the host; ``prefers_border``: whether the host draws a border;
         ``scopes``: what the caller's token must grant (as for :meth:`resource`).
         """
+        check_options("ui_resource()", options, ViewOptions)
         if not uri.startswith("ui://"):
             raise ValueError(f"An MCP Apps view needs a ui:// URI (got {uri!r})")
-        ui = UIOptions.build(csp=csp, permissions=permissions, domain=domain, prefers_border=prefers_border)
-        options: dict[str, Any] = {
-            "name": name, "title": title, "description": description, "mime_type": UI_MIME_TYPE,
-            "annotations": annotations, "icons": icons, "meta": meta, "ttl_ms": ttl_ms, "cache_scope": cache_scope,
-            "ui": ui, "scopes": scopes,
-        }
+        ui = UIOptions.build(
+            csp=options.get("csp"),
+            permissions=options.get("permissions"),
+            domain=options.get("domain", "auto"),
+            prefers_border=options.get("prefers_border"),
+        )
+        # What is left is what any resource takes (ReadOptions), served as an MCP App.
+        listing = {key: value for key, value in options.items() if key not in _VIEW_ONLY}
+        listing["mime_type"] = UI_MIME_TYPE
 
         def register(fn: F) -> F:
-            self.add_resource(fn, uri, **options)
+            self._add_resource(fn, uri, ui, cast(ResourceOptions, dict(listing)))
             return fn
 
         return register
@@ -157,31 +126,9 @@ class ServerSurface:
     def prompt(self, fn: F) -> F: ...
 
     @overload
-    def prompt(
-        self,
-        fn: str | None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        complete: Mapping[str, CompleterSource] | None = None,
-        scopes: Sequence[str] | None = None,
-    ) -> Callable[[F], F]: ...
+    def prompt(self, fn: str | None = None, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
 
-    def prompt(
-        self,
-        fn: Callable[..., Any] | str | None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        complete: Mapping[str, CompleterSource] | None = None,
-        scopes: Sequence[str] | None = None,
-    ) -> Any:
+    def prompt(self, fn: Callable[..., Any] | str | None = None, **options: Unpack[PromptOptions]) -> Any:
         """Register a function as a prompt; the function is returned unchanged.
 
         Bare (``@mcp.prompt``), with a name (``@mcp.prompt("review")``) or
@@ -193,12 +140,9 @@ class ServerSurface:
         dicts, or a list of those. ``complete`` maps arguments to completers.
         ``scopes``: what the caller's token must grant to see, get or complete it.
         """
+        check_options("prompt()", options, PromptOptions)
         if isinstance(fn, str):
-            name, fn = fn, None
-        options: dict[str, Any] = {
-            "name": name, "title": title, "description": description, "icons": icons, "meta": meta,
-            "complete": complete, "scopes": scopes,
-        }
+            options["name"], fn = fn, None
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             self.add_prompt(func, **options)
@@ -206,10 +150,9 @@ class ServerSurface:
 
         return register if fn is None else register(fn)
 
-    def add_prompt(
-        self, fn: Callable[..., Any], *, complete: Mapping[str, CompleterSource] | None = None, **options: Any
-    ) -> None:
+    def add_prompt(self, fn: Callable[..., Any], **options: Unpack[PromptOptions]) -> None:
         """Register a prompt at any time (options as for :meth:`prompt`)."""
+        complete = options.pop("complete", None)
         prompt = Prompt.from_function(fn, **options)
         completers = self._completers("ref/prompt", prompt.name, prompt.argument_names, complete)
         self._prompts.add(prompt)
