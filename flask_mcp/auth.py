@@ -261,10 +261,6 @@ class Authenticator:
         self.decorated = decorated
         self.clock = clock
 
-    @property
-    def enabled(self) -> bool:
-        return self.settings.auth
-
     def verifier(self) -> TokenVerifier:
         verifier = self.decorated() or self.configured
         if verifier is None:

@@ -112,14 +112,6 @@ class Listen:
         """A subscription covers the resource and its sub-resources."""
         return any(uri == base or uri.startswith(base.rstrip("/") + "/") for base in self.resource_uris)
 
-    def final_result(self) -> dict[str, Any]:
-        """The response that ends the stream gracefully."""
-        return {
-            "jsonrpc": "2.0",
-            "id": self.subscription_id,
-            "result": {"resultType": "complete", "_meta": self._meta()},
-        }
-
 
 def _task_ids(wanted: dict[str, Any], offered: frozenset[str], capabilities: dict[str, Any] | None) -> tuple[str, ...]:
     """The ``taskIds`` a stream asked for and will get: only from a request that
