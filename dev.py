@@ -3,7 +3,8 @@
 
     python3 dev.py example   # run the example MCP server on http://127.0.0.1:5000/mcp
     python3 dev.py test      # run the whole test suite (tox, against the built wheel) twice:
-                             # on the oldest and on the newest supported Flask/Werkzeug
+                             # on the oldest and on the newest supported Flask/Werkzeug,
+                             # then the benchmark's own tests (bench/tests)
 
 Both create ./.venv on first use and install what they need into it.
 """
@@ -44,8 +45,12 @@ def main(argv: list[str]) -> int:
     if argv[0] == "example":
         cmd = [str(BIN / "flask"), "--app", "example.app", "run", "--port", "5000", *argv[1:]]
     else:
-        # The conformance run is in py-flasklatest only (tox.ini), to keep CI short.
-        cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest", "--", *argv[1:]]
+        # The conformance run is in py-flasklatest only (tox.ini), to keep CI short;
+        # bench runs the benchmark's own tests (arguments go to the suite's runs).
+        if argv[1:]:
+            cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest", "--", *argv[1:]]
+        else:
+            cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest,bench"]
     return subprocess.call(cmd)
 
 
