@@ -109,6 +109,27 @@ def connect(make_client: Callable[..., MCPTestClient], app: Flask, version: str,
     return client
 
 
+@pytest.fixture(autouse=True)
+def instance_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary instance folder for every Flask app a test builds without
+    naming one, so the default session store (``sqlite://``, a file in the
+    instance folder) never lands in the checkout and no test sees another's
+    sessions. ``auto_find_instance_path`` is the method Flask documents for
+    choosing that folder."""
+    folder = tmp_path_factory.mktemp("instance")
+    monkeypatch.setattr(Flask, "auto_find_instance_path", lambda self: str(folder))
+    return folder
+
+
+@pytest.fixture
+def app(instance_folder: Path) -> Flask:
+    """A bare Flask app in testing mode with a temporary instance folder (a
+    module that needs tools registered defines its own ``app`` fixture)."""
+    flask_app = Flask("tests", instance_path=str(instance_folder))
+    flask_app.config["TESTING"] = True
+    return flask_app
+
+
 @pytest.fixture
 def validated() -> list[tuple[str, str | None, dict[str, Any]]]:
     """Every message the test clients received (each already validated)."""
