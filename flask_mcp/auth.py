@@ -24,7 +24,7 @@ from werkzeug.exceptions import BadRequest, ServiceUnavailable, Unauthorized
 from .config import Settings
 from .errors import MCPHTTPException
 from .protocol.errors import ErrorCode, MCPError
-from .protocol.features import RequestInfo
+from .protocol.request_info import RequestInfo
 
 logger = logging.getLogger("flask_mcp")
 

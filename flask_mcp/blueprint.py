@@ -24,8 +24,8 @@ from .errors import (
 from .json_response import json_response
 from .protocol import jsonrpc
 from .protocol.events import StreamRecorder
-from .protocol.exchange import Reply, store_unavailable
 from .protocol.session import StoreUnavailable
+from .protocol.transport import Reply, store_unavailable
 from .security import check_host, check_origin
 
 if TYPE_CHECKING:

@@ -21,17 +21,17 @@ from .context import Context
 from .options import ToolOptions, check_options
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
-from .protocol.features import RequestInfo
 from .protocol.info import ProtocolOptions, ServerInfo
-from .protocol.mrtr import state_key
+from .protocol.input_requests import state_key
+from .protocol.request_info import RequestInfo
 from .protocol.server import Server
 from .protocol.session import SessionStore
 from .protocol.subscriptions import list_changed_event, resource_updated_event
-from .protocol.tasks import Tasks
+from .protocol.task_methods import Tasks
 from .ratelimit import RateLimits
+from .resources_and_prompts import ResourcesAndPromptsMixin
 from .streaming import StreamOptions
-from .surface import ResourcesAndPromptsMixin
-from .tasks import in_background, watch
+from .task_threads import in_background, watch
 from .tools import Tool, ToolRegistry
 from .verifiers import verifier_from_settings
 

@@ -15,8 +15,8 @@ from .context import Context, serving
 from .errors import ToolError
 from .options import PromptOptions, check_options
 from .protocol.errors import InternalError, InvalidParams, MCPError
-from .protocol.features import InvalidToolArguments, RequestInfo
 from .protocol.providers import PromptOutcome
+from .protocol.request_info import InvalidToolArguments, RequestInfo
 from .registry import NamedRegistry
 from .schema import InputSpec, build_input, describe
 

@@ -23,8 +23,8 @@ from .context import Context, serving
 from .errors import ToolError
 from .options import ResourceOptions, check_options
 from .protocol.errors import InternalError, MCPError
-from .protocol.features import InvalidToolArguments, RequestInfo
 from .protocol.providers import ReadOutcome
+from .protocol.request_info import InvalidToolArguments, RequestInfo
 from .registry import ListChanged
 from .schema import InputSpec, build_input, describe
 from .uritemplate import UriTemplate, is_template

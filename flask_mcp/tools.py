@@ -20,9 +20,9 @@ from .context import Context, current_request_var
 from .errors import ToolError
 from .options import ToolOptions, check_options
 from .protocol.errors import MCPError
-from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
 from .protocol.headers import HeaderParam, collect_header_params
-from .protocol.tasks import TASK_STARTS, TASK_SUPPORT
+from .protocol.request_info import InvalidToolArguments, RequestInfo, ToolOutcome
+from .protocol.task_methods import TASK_STARTS, TASK_SUPPORT
 from .ratelimit import parse_limit
 from .registry import NamedRegistry
 from .schema import InputSpec, OutputSpec, build_input, build_output, describe

@@ -1,6 +1,6 @@
 """Task records and the store contract: what the backends keep for a task
 (``TaskRecord``, its statuses and wire forms) and what a task store must do
-(``TaskStore``). Running tasks is ``tasks.py``'s job."""
+(``TaskStore``). Running tasks is ``task_methods.py``'s job."""
 
 from __future__ import annotations
 

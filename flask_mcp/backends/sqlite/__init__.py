@@ -12,7 +12,7 @@ from .bus import SqliteMessageBus
 from .database import SCHEMA, SqliteDatabase
 from .events import SqliteEventLog
 from .sessions import SqliteSessionStore
-from .tasks import SqliteTaskStore
+from .task_store import SqliteTaskStore
 
 __all__ = [
     "SCHEMA",
