@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -196,10 +197,13 @@ class GunicornServer:
             "--graceful-timeout", "5",
             *(extra_args or []),
         ]
+        env = {**os.environ, **(env or {})}
+        # Unless the test chose a backend, the default SQLite file goes to a
+        # temporary folder, not into the checkout's instance folder.
+        self.folder = tempfile.mkdtemp(prefix="flask-mcp-gunicorn-")
+        env.setdefault("FLASK_MCP_BACKEND", f"sqlite:///{self.folder}/sessions.sqlite3")
         self.log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-        )
+        self.process = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
@@ -226,6 +230,7 @@ class GunicornServer:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -185,3 +185,23 @@ def test_no_protocol_module_imports_flask_or_werkzeug_even_inside_a_function() -
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             offenders += [f"{name}: {n}" for n in names if n.split(".")[0] in ("flask", "werkzeug")]
     assert offenders == []
+
+
+#: Which parts of the package each layer may import (CONTRIBUTING.md, "Layers").
+LAYERS = {
+    "flask_mcp.protocol": ("flask_mcp.protocol",),
+    "flask_mcp.backends": ("flask_mcp.backends", "flask_mcp.protocol"),
+}
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    graph = import_graph(PACKAGE)
+    crossings = [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        for layer, allowed in LAYERS.items()
+        if module == layer or module.startswith(layer + ".")
+        for target in sorted(targets)
+        if not any(target == a or target.startswith(a + ".") for a in allowed)
+    ]
+    assert crossings == []
