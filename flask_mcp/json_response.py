@@ -5,11 +5,14 @@ pays for itself.
 ``Response(data, status, content_type=...)`` parses the status, validates each
 header it sets and looks for existing ones. Every JSON answer of the endpoint
 has the same two headers, so :func:`json_response` fills in the same
-attributes directly. Measured gain (``bench/instructions.py call-2026 discover
-call-legacy``, Flask 3.1.3 / Werkzeug 3.1.9, gunicorn sync worker, 200
-requests): 17 500 instructions per request, 1.5 % of a ``tools/call``
-(1 152 974 through the constructor, 1 135 503 with this; the floor 956 300),
-16 600 on ``server/discover``, 15 800 on a legacy ``tools/call``.
+attributes directly. Measured gain (``bench/.venv/bin/python
+bench/instructions.py call-2026 discover call-legacy initialize list-2026``,
+Flask 3.1.3 / Werkzeug 3.1.9, one gunicorn sync worker, 200 requests each,
+against the same tree with ``_DIRECT = False``): 14 700 instructions per
+``tools/call`` (1 114 599 against 1 129 266 through the constructor; the floor
+958 728), 1.3 % of it and 0.01 of its ratio to the floor; 14 200 per
+``server/discover``, 14 800 per legacy ``tools/call``, 14 100 per
+``initialize``, 14 800 per ``tools/list``.
 
 It is checked once, at import, against what Werkzeug's constructor builds; if
 a Werkzeug release stores a response differently, the constructor is used
