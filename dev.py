@@ -2,7 +2,10 @@
 """Set-up in one command, on a machine with only Python 3.11+.
 
     python3 dev.py example   # run the example MCP server on http://127.0.0.1:5000/mcp
-    python3 dev.py test      # run the whole test suite (tox, against the built wheel)
+    python3 dev.py test      # run the whole test suite (tox, against the built wheel) twice:
+                             # on the oldest and on the newest supported Flask/Werkzeug,
+                             # then the benchmark's own tests (bench/tests), the
+                             # documentation site (sphinx -W), mypy and ruff
 
 Both create ./.venv on first use and install what they need into it. Further
 arguments go to the command: `python3 dev.py example --port 5001` (or set
@@ -63,7 +66,13 @@ def main(argv: list[str]) -> int:
         env.setdefault("FLASK_RUN_PORT", "5000")
         cmd = [str(BIN / "flask"), "--app", "example.app", "run", *argv[1:]]
     else:
-        cmd = [str(BIN / "tox"), "run", "-e", "py", "--", *argv[1:]]
+        # The whole suite on the oldest and on the newest supported Flask/Werkzeug (the
+        # conformance run in the newest only, tox.ini), then the benchmark's own tests, the
+        # documentation site (-W), mypy and ruff. Arguments go to the suite's two runs only.
+        if argv[1:]:
+            cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest", "--", *argv[1:]]
+        else:
+            cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest,bench,docs,typing,style"]
     return become(cmd, env)
 
 

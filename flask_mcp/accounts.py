@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .protocol.features import RequestInfo
+from .protocol.request_info import RequestInfo
 
 #: The ``_meta`` key naming the account (a reverse-DNS prefix that no MCP
 #: revision reserves: its second label is ``flask-mcp``, not ``mcp``).

@@ -20,8 +20,8 @@ from typing import Any
 from .errors import ToolError
 from .protocol.bus import reply_channel
 from .protocol.errors import MissingClientCapability
-from .protocol.features import RequestCancelled, RequestInfo
-from .protocol.mrtr import CAPABILITY_OF, InputRequest, InputRequired, well_formed
+from .protocol.input_requests import CAPABILITY_OF, InputRequest, InputRequired, well_formed
+from .protocol.request_info import RequestCancelled, RequestInfo
 
 #: How often a waiting call looks for a cancellation (seconds).
 _POLL = 0.25

@@ -26,7 +26,7 @@ from werkzeug.exceptions import BadRequest, ServiceUnavailable, Unauthorized
 from .config import Settings
 from .errors import MCPHTTPException
 from .protocol.errors import ErrorCode, MCPError
-from .protocol.features import RequestInfo
+from .protocol.request_info import RequestInfo
 
 logger = logging.getLogger("flask_mcp")
 
@@ -264,10 +264,6 @@ class Authenticator:
         self.clock = clock
         #: One-time tokens of :meth:`acting_as` (empty unless something in this process asked).
         self._acting: dict[str, Principal] = {}
-
-    @property
-    def enabled(self) -> bool:
-        return self.settings.auth
 
     @contextmanager
     def acting_as(self, principal: Principal) -> Iterator[str]:

@@ -6,15 +6,12 @@
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, Flask, Request, Response, current_app, request
-from werkzeug.datastructures import EnvironHeaders
-from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
-from werkzeug.wsgi import get_content_length
+from flask import Blueprint, Request, Response, current_app, request
+from werkzeug.exceptions import HTTPException
 
 from . import sse, streaming
 from .errors import (
@@ -27,8 +24,8 @@ from .errors import (
 from .json_response import json_response
 from .protocol import jsonrpc
 from .protocol.events import StreamRecorder
-from .protocol.exchange import Reply, store_unavailable
 from .protocol.session import StoreUnavailable
+from .protocol.transport import Reply, store_unavailable
 from .security import check_host, check_origin
 
 if TYPE_CHECKING:
@@ -101,20 +98,36 @@ def _headers() -> Mapping[str, str]:
     return request.headers  # type: ignore[return-value]
 
 
-class RequestHeaders(EnvironHeaders):
-    """Werkzeug's view of the request headers, with a quicker ``get`` for the
-    plain lookups the core makes (several per request)."""
+class EnvironHeaderView(Mapping[str, str]):
+    """The request headers as the WSGI environ holds them (PEP 3333), looked up
+    by name in any case: what the core asks for, several times per request,
+    without Werkzeug's general-purpose ``EnvironHeaders`` (own code over the
+    environ, no Werkzeug internals)."""
 
-    def __init__(self, environ: dict[str, Any]) -> None:
-        # What the base classes' two __init__ calls would set, without the calls.
-        self._list: list[tuple[str, str]] = []
+    __slots__ = ("environ",)
+
+    def __init__(self, environ: Mapping[str, Any]) -> None:
         self.environ = environ
 
-    def get(self, key: Any, default: Any = None, type: Any = None) -> Any:  # type: ignore[override]  # noqa: A002
-        if type is None and isinstance(key, str):
-            name = _ENVIRON_KEYS.get(key)
-            return self.environ.get(name if name is not None else _environ_key(key), default)
-        return super().get(key, default, type)
+    def get(self, key: str, default: Any = None) -> Any:
+        name = _ENVIRON_KEYS.get(key)
+        return self.environ.get(name if name is not None else _environ_key(key), default)
+
+    def __getitem__(self, key: str) -> str:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        for key in self.environ:
+            if key.startswith("HTTP_"):
+                yield key[5:].replace("_", "-").title()
+            elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and self.environ[key]:
+                yield key.replace("_", "-").title()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 #: Header name -> environ key, for the names looked up so far (a plain dict: a
@@ -123,7 +136,8 @@ _ENVIRON_KEYS: dict[str, str] = {}
 
 
 def _environ_key(name: str) -> str:
-    """Where a header lives in the WSGI environ (as ``EnvironHeaders`` finds it)."""
+    """Where a header lives in the WSGI environ (PEP 3333: ``HTTP_`` + the name
+    upper-cased with ``-`` as ``_``; the two CGI names without the prefix)."""
     key = name.upper().replace("-", "_")
     key = key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"
     if len(_ENVIRON_KEYS) < 512:  # the names the core asks for, and a few of the app's
@@ -144,10 +158,10 @@ def _post() -> Response:
         raise UnsupportedContentType(
             f"Content-Type must be {JSON} (got {req.content_type or 'none'!r})."
         )
-    body = _read_body(req, state.settings.max_content_length, app)
+    body = _read_body(req, state.settings.max_content_length)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
-        RequestHeaders(environ), body, notifications.append,  # type: ignore[arg-type]
+        EnvironHeaderView(environ), body, notifications.append,
         _subject(principal), principal,
         endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
     )
@@ -242,53 +256,32 @@ def _accepts_stream(req: Request) -> bool:
     return req.accept_mimetypes.best_match([EVENT_STREAM]) is not None
 
 
-def _read_body(req: Request, limit: int, app: Flask) -> bytes:
+def _read_body(req: Request, limit: int) -> bytes:
+    """The body, refused with 413 past ``MCP_MAX_CONTENT_LENGTH`` (and past
+    Flask's ``MAX_CONTENT_LENGTH``, which ``req.stream`` enforces), read
+    through Werkzeug's stream: a later ``request.get_data()`` finds it consumed,
+    as after any view, and a chunked body stops at the limit."""
     environ = req.environ
-    # Read straight from wsgi.input when nothing has touched Werkzeug's stream
-    # yet and the server does not terminate the input itself (then Werkzeug's
-    # wrapper, with its own checks, is used).
-    untouched = "stream" not in req.__dict__ and not environ.get("wsgi.input_terminated")
     value = environ.get("CONTENT_LENGTH")
-    plain = (  # the usual request: a plain length, parsed here without Werkzeug's helpers
-        untouched and value is not None and value.isascii() and value.isdigit()
-        and "HTTP_TRANSFER_ENCODING" not in environ
-    )
-    length = int(value) if plain else get_content_length(environ)  # type: ignore[arg-type]
+    if value is not None and value.isascii() and value.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ:
+        length: int | None = int(value)  # the usual request, without parsing it twice
+    else:
+        length = req.content_length
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
-    if length is not None and untouched:
-        return _read_exactly(req, length, app)
-    body = req.stream.read(limit + 1)
+    want = limit + 1 if length is None else length
+    stream = req.stream
+    body = stream.read(want)  # the usual request: all of it at once
+    while len(body) < want:  # a raw read may return less than asked before the end
+        more = stream.read(want - len(body))
+        if not more:
+            break
+        body += more
+    if length and not body:  # a before_request hook read the stream: take what it kept
+        body = req.get_data(cache=False)
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
     return body
-
-
-#: Flask's own property: while the request class keeps it, the limit is read
-#: from its sources directly (the property costs two proxy lookups).
-_FLASK_MAX_CONTENT_LENGTH = Request.max_content_length
-
-
-def _read_exactly(req: Request, length: int, app: Flask) -> bytes:
-    """``length`` bytes of ``wsgi.input``, as Werkzeug's stream would give them
-    (within Flask's ``MAX_CONTENT_LENGTH``), without its wrapper's cost."""
-    if type(req).max_content_length is _FLASK_MAX_CONTENT_LENGTH:  # the property, without its proxy lookups
-        app_limit: int | None = getattr(req, "_max_content_length", None)
-        if app_limit is None:
-            app_limit = app.config["MAX_CONTENT_LENGTH"]
-    else:
-        app_limit = req.max_content_length
-    if app_limit is not None and length > app_limit:
-        raise RequestEntityTooLarge()
-    stream = req.environ["wsgi.input"]
-    body = stream.read(length)
-    while len(body) < length:
-        more = stream.read(length - len(body))
-        if not more:
-            raise ClientDisconnected()
-        body += more
-    req.__dict__["stream"] = io.BytesIO()  # consumed, as Werkzeug's own stream would be afterwards
-    return bytes(body)
 
 
 def _render(reply: Reply, wants_stream: bool) -> Response:

@@ -15,8 +15,8 @@ from .context import Context, serving
 from .errors import ToolError
 from .prompts import PromptRegistry
 from .protocol.errors import InternalError, InvalidParams, MCPError
-from .protocol.features import RequestInfo
 from .protocol.providers import CompletionOutcome
+from .protocol.request_info import RequestInfo
 from .resources import ResourceRegistry
 
 logger = logging.getLogger("flask_mcp")

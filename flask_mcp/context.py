@@ -14,9 +14,9 @@ from werkzeug.local import LocalProxy
 from .accounts import resolve_account
 from .asking import ElicitResult, ask
 from .protocol.errors import MissingClientCapability
-from .protocol.features import RequestCancelled, RequestInfo, log_level_reaches
+from .protocol.input_requests import InputRequest
 from .protocol.meta import LOG_LEVELS
-from .protocol.mrtr import InputRequest
+from .protocol.request_info import RequestCancelled, RequestInfo, log_level_reaches
 from .protocol.session import Session
 
 if TYPE_CHECKING:

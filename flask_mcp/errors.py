@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from werkzeug.exceptions import (
-    BadRequest,
     Forbidden,
     HTTPException,
     MethodNotAllowed,
@@ -113,6 +112,3 @@ class MethodNotAllowedHere(MCPHTTPException, MethodNotAllowed):
     def __init__(self, description: str, allowed: tuple[str, ...] = ("POST", "DELETE")) -> None:
         super().__init__(description, extra_headers={"Allow": ", ".join(allowed)})
 
-
-class BadMCPRequest(MCPHTTPException, BadRequest):
-    """A malformed request the JSON-RPC layer never saw."""

@@ -9,32 +9,33 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, Unpack, overload
 
 from flask import Flask, current_app, has_app_context
 
 from . import hardening
-from .apps import tool_meta
 from .auth import Authenticator, Principal, TokenVerifier, as_verifier, register_metadata
 from .backends import Backend, open_backend
 from .blueprint import create_blueprint
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
 from .environment import unloaded_variables, unloaded_warning
+from .options import ToolOptions, check_options
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
-from .protocol.features import RequestInfo
 from .protocol.info import ProtocolOptions, ServerInfo
-from .protocol.mrtr import state_key
+from .protocol.input_requests import state_key
+from .protocol.request_info import RequestInfo
 from .protocol.server import Server
 from .protocol.session import SessionStore
 from .protocol.subscriptions import list_changed_event, resource_updated_event
-from .protocol.tasks import Tasks
+from .protocol.task_methods import Tasks
 from .ratelimit import RateLimits
+from .resources_and_prompts import ResourcesAndPromptsMixin
 from .skills import ResourcesWithSkills
+from .skills_api import SkillsMixin
 from .streaming import StreamOptions
-from .surface import ServerSurface
-from .tasks import in_background, watch
+from .task_threads import in_background, watch
 from .tools import Tool, ToolRegistry
 from .verifiers import verifier_from_settings
 
@@ -72,7 +73,7 @@ class MCPState:
         return StreamOptions(settings.sse_heartbeat, settings.sse_retry_ms, settings.sse_poll_after)
 
 
-class MCP(ServerSurface):
+class MCP(ResourcesAndPromptsMixin, SkillsMixin):
     """Turns a Flask app into an MCP server.
 
     ``mcp = MCP(app)``, or ``mcp = MCP()`` then ``mcp.init_app(app)``. Keyword
@@ -99,7 +100,8 @@ class MCP(ServerSurface):
         self._instructions: InstructionsSource | None = instructions
         self._tools = ToolRegistry()
         self._tools.on_list_changed.append(self._changed)
-        self._init_surface(self._changed, self._forget_cached)  # resources, prompts, completions, skills (surface.py)
+        ResourcesAndPromptsMixin.__init__(self, self._changed, self._forget_cached)
+        SkillsMixin.__init__(self, self._changed)
         #: The cores built by init_app, one per app (their prepared capabilities
         #: are dropped whenever a feature is added or removed).
         self._servers: list[Server] = []
@@ -182,74 +184,27 @@ class MCP(ServerSurface):
     def tool(self, fn: F) -> F: ...
 
     @overload
-    def tool(
-        self,
-        fn: None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        scopes: Sequence[str] | None = None,
-        rate_limit: str | None = None,
-        ui: str | None = None,
-        visibility: Sequence[str] | None = None,
-        task: str | None = None,
-        task_start: str = "call",
-    ) -> Callable[[F], F]: ...
+    def tool(self, fn: None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
-    def tool(
-        self,
-        fn: Callable[..., Any] | None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        scopes: Sequence[str] | None = None,
-        rate_limit: str | None = None,
-        ui: str | None = None,
-        visibility: Sequence[str] | None = None,
-        task: str | None = None,
-        task_start: str = "call",
-    ) -> Any:
+    def tool(self, fn: Callable[..., Any] | None = None, **options: Unpack[ToolOptions]) -> Any:
         """Register a function as a tool; the function is returned unchanged.
 
-        Bare (``@mcp.tool``) or with options: ``name``, ``title``, ``description``
-        (default: the docstring), ``annotations`` (``readOnlyHint``...), ``icons``,
-        ``meta`` and ``input_schema`` (a raw JSON Schema that replaces the one
-        built from type hints; you then validate the arguments yourself).
-        ``scopes``: what the caller's token must grant (others get 403 and do not
-        see the tool listed); ``rate_limit``: calls per caller, e.g. ``"10/minute"``.
-        ``ui``: the ``ui://`` view (``@mcp.ui_resource``) that hosts show with its
-        results, and ``visibility``: who may call it, ``["model", "app"]`` (default).
-        ``task``: ``"optional"`` or ``"required"`` lets a 2026-07-28 call that declares
-        the tasks extension run as a task (the client gets a task handle and polls
-        it; ``"required"`` refuses other 2026-07-28 clients with ``-32021``); with
-        ``task_start="explicit"`` the task begins at ``ctx.start_task()`` instead of
-        with the call, so the tool can ask the client first (multi round-trip).
+        Bare (``@mcp.tool``) or with options (:class:`~flask_mcp.options.ToolOptions`):
+        ``name``, ``title``, ``description`` (default: the docstring), ``annotations``
+        (``readOnlyHint``...), ``icons``, ``meta`` and ``input_schema`` (a raw JSON
+        Schema that replaces the one built from type hints; you then validate the
+        arguments yourself). ``scopes``: what the caller's token must grant (others
+        get 403 and do not see the tool listed); ``rate_limit``: calls per caller,
+        e.g. ``"10/minute"``. ``ui``: the ``ui://`` view (``@mcp.ui_resource``) that
+        hosts show with its results, and ``visibility``: who may call it,
+        ``["model", "app"]`` (default). ``task``: ``"optional"`` or ``"required"``
+        lets a 2026-07-28 call that declares the tasks extension run as a task (the
+        client gets a task handle and polls it; ``"required"`` refuses other
+        2026-07-28 clients with ``-32021``); with ``task_start="explicit"`` the task
+        begins at ``ctx.start_task()`` instead of with the call, so the tool can ask
+        the client first (multi round-trip).
         """
-        options: dict[str, Any] = {
-            "name": name,
-            "title": title,
-            "description": description,
-            "annotations": annotations,
-            "icons": icons,
-            "meta": meta,
-            "input_schema": input_schema,
-            "scopes": scopes,
-            "rate_limit": rate_limit,
-            "ui": ui,
-            "visibility": visibility,
-            "task": task,
-            "task_start": task_start,
-        }
+        check_options("tool()", options, ToolOptions)
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             self.add_tool(func, **options)
@@ -257,16 +212,9 @@ class MCP(ServerSurface):
 
         return register if fn is None else register(fn)
 
-    def add_tool(
-        self, fn: Callable[..., Any], *, ui: str | None = None, visibility: Sequence[str] | None = None,
-        **options: Any,
-    ) -> None:
+    def add_tool(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> None:
         """Register a tool at any time (see :meth:`tool` for the options); during
         a request, listen streams hear that the list changed."""
-        if ui is not None:
-            options["meta"] = tool_meta(ui, visibility, options.get("meta"))
-        elif visibility is not None:
-            raise ValueError("visibility= applies to a tool with a view: give ui= too")
         self._tools.add(Tool.from_function(fn, **options))
 
     def remove_tool(self, name: str) -> None:

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from .auth import permits, require_scopes, validate_scopes
 from .content import Message, as_block
 from .context import Context, serving
 from .errors import ToolError
+from .options import PromptOptions, check_options
 from .protocol.errors import InternalError, InvalidParams, MCPError
-from .protocol.features import InvalidToolArguments, RequestInfo
 from .protocol.providers import PromptOutcome
+from .protocol.request_info import InvalidToolArguments, RequestInfo
 from .registry import NamedRegistry
 from .schema import InputSpec, build_input, describe
 
@@ -38,17 +39,11 @@ class Prompt:
     scopes: tuple[str, ...] = ()
 
     @classmethod
-    def from_function(
-        cls,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        scopes: Sequence[str] | None = None,
-    ) -> Prompt:
+    def from_function(cls, fn: Callable[..., Any], **options: Unpack[PromptOptions]) -> Prompt:
+        """The prompt ``fn`` becomes with ``options`` (``complete`` is the registry's business)."""
+        check_options("prompt()", options, PromptOptions)
+        name, title, description = options.get("name"), options.get("title"), options.get("description")
+        icons, meta, scopes = options.get("icons"), options.get("meta"), options.get("scopes")
         prompt_name = name or fn.__name__
         if not _NAME.match(prompt_name):
             raise ValueError(f"Invalid prompt name {prompt_name!r}: use 1-128 letters, digits, '_', '-' or '.'")

@@ -27,7 +27,7 @@ from .auth import DetailedRefusal, Principal
 from .backends import Backend
 from .config import Settings
 from .protocol.errors import ErrorCode, MCPError
-from .protocol.features import RequestInfo
+from .protocol.request_info import RequestInfo
 
 logger = logging.getLogger("flask_mcp")
 

@@ -10,9 +10,9 @@ import logging
 import mimetypes
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic_core import to_jsonable_python
 
@@ -21,9 +21,10 @@ from .auth import permits, require_scopes, validate_scopes
 from .content import EmbeddedResource, ResourceContents
 from .context import Context, serving
 from .errors import ToolError
+from .options import ResourceOptions, check_options
 from .protocol.errors import InternalError, MCPError
-from .protocol.features import InvalidToolArguments, RequestInfo
 from .protocol.providers import ReadOutcome
+from .protocol.request_info import InvalidToolArguments, RequestInfo
 from .registry import ListChanged
 from .schema import InputSpec, build_input, describe
 from .uritemplate import UriTemplate, is_template
@@ -53,31 +54,21 @@ class Resource:
 
     @classmethod
     def from_function(
-        cls,
-        fn: Callable[..., Any],
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        size: int | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        ttl_ms: int | None = None,
-        cache_scope: str | None = None,
-        ui: UIOptions | None = None,
-        scopes: Sequence[str] | None = None,
+        cls, fn: Callable[..., Any], uri: str, *, ui: UIOptions | None = None, **options: Unpack[ResourceOptions]
     ) -> Resource:
+        """The resource (or template) ``fn`` becomes at ``uri`` with ``options``
+        (``complete`` is the registry's business, not the resource's); ``ui``
+        makes it an MCP Apps view."""
+        check_options("resource()", options, ResourceOptions)
+        name, title, description = options.get("name"), options.get("title"), options.get("description")
+        mime_type, size, annotations = options.get("mime_type"), options.get("size"), options.get("annotations")
+        icons, meta, scopes = options.get("icons"), options.get("meta"), options.get("scopes")
+        ttl_ms, cache_scope = options.get("ttl_ms"), options.get("cache_scope")
         if not isinstance(uri, str) or not _SCHEME.match(uri):
             raise ValueError(f"Resource URI {uri!r} needs a scheme, e.g. 'file:///notes.txt' or 'app://items/{{id}}'")
         template = UriTemplate(uri) if is_template(uri) else None
         label = f"Resource {uri!r}"
-        if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0):
-            raise ValueError(f"{label}: ttl_ms must be an integer >= 0 (got {ttl_ms!r})")
-        if cache_scope is not None and cache_scope not in CACHE_SCOPES:
-            raise ValueError(f"{label}: cache_scope must be 'public' or 'private' (got {cache_scope!r})")
+        check_cache_hints(ttl_ms, cache_scope, label)
         required = validate_scopes(scopes, label)
         spec = _input(fn, label, template)
         summary, _ = describe(fn)
@@ -289,3 +280,11 @@ class ResourceRegistry:
     def extensions(self) -> dict[str, dict[str, Any]]:
         has_views = any(r.ui is not None for r in list(self._fixed.values()) + list(self._templates.values()))
         return {UI_EXTENSION: dict(UI_CAPABILITY)} if has_views else {}
+
+
+def check_cache_hints(ttl_ms: int | None, cache_scope: str | None, label: str) -> None:
+    """Refuse cache hints the spec does not allow (``label`` names what they are for)."""
+    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0):
+        raise ValueError(f"{label}: ttl_ms must be an integer >= 0 (got {ttl_ms!r})")
+    if cache_scope is not None and cache_scope not in CACHE_SCOPES:
+        raise ValueError(f"{label}: cache_scope must be 'public' or 'private' (got {cache_scope!r})")

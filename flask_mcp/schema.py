@@ -18,7 +18,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 from typing_extensions import TypedDict
 
-from .protocol.features import InvalidToolArguments
+from .protocol.request_info import InvalidToolArguments
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _TYPED_DICT: Any = TypedDict  # called with a computed name and fields

@@ -29,8 +29,8 @@ from .context import Context, serving
 from .errors import ToolError
 from .frontmatter import render
 from .protocol.errors import InternalError, MCPError
-from .protocol.features import RequestInfo
 from .protocol.providers import ReadOutcome, ResourceMatch, ResourceProvider
+from .protocol.request_info import RequestInfo
 from .protocol.skill_methods import DIRECTORY_MIME_TYPE
 from .registry import ListChanged
 from .schema import build_input

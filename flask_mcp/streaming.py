@@ -25,9 +25,9 @@ from .protocol import jsonrpc
 from .protocol.bus import EVENTS_CHANNEL, MessageBus
 from .protocol.errors import InternalError
 from .protocol.events import EventLog, Resume, StreamRecorder, event_id, follow
-from .protocol.exchange import Deferred, Reply
 from .protocol.session import StoreUnavailable
 from .protocol.subscriptions import Listen
+from .protocol.transport import Deferred, Reply
 
 logger = logging.getLogger("flask_mcp")
 

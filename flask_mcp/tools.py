@@ -6,21 +6,23 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from flask import current_app
 from pydantic_core import to_jsonable_python
 
+from .apps import tool_meta
 from .auth import permits, require_scopes, validate_scopes
 from .content import Content, ToolResult
 from .context import Context, current_request_var
 from .errors import ToolError
+from .options import ToolOptions, check_options
 from .protocol.errors import MCPError
-from .protocol.features import InvalidToolArguments, RequestInfo, ToolOutcome
 from .protocol.headers import HeaderParam, collect_header_params
-from .protocol.tasks import TASK_STARTS, TASK_SUPPORT
+from .protocol.request_info import InvalidToolArguments, RequestInfo, ToolOutcome
+from .protocol.task_methods import TASK_STARTS, TASK_SUPPORT
 from .ratelimit import parse_limit
 from .registry import NamedRegistry
 from .schema import InputSpec, OutputSpec, build_input, build_output, describe
@@ -50,33 +52,30 @@ class Tool:
     task_start: str = "call"
 
     @classmethod
-    def from_function(
-        cls,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: Sequence[dict[str, Any]] | None = None,
-        meta: dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        scopes: Sequence[str] | None = None,
-        rate_limit: str | None = None,
-        task: str | None = None,
-        task_start: str = "call",
-    ) -> Tool:
-        tool_name = name or fn.__name__
+    def from_function(cls, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
+        """The tool ``fn`` becomes with ``options`` (see :class:`~flask_mcp.options.ToolOptions`)."""
+        check_options("tool()", options, ToolOptions)
+        tool_name = options.get("name") or fn.__name__
         if not _NAME.match(tool_name):
             raise ValueError(
                 f"Invalid tool name {tool_name!r}: use 1-128 letters, digits, '_', '-' or '.'"
             )
-        required = validate_scopes(scopes, f"Tool {tool_name!r}")
+        required = validate_scopes(options.get("scopes"), f"Tool {tool_name!r}")
+        rate_limit = options.get("rate_limit")
         limits = parse_limit(rate_limit, f"Tool {tool_name!r}") if rate_limit is not None else ()
+        task = options.get("task")
+        task_start = options.get("task_start", "call")
         if task is not None and task not in TASK_SUPPORT:
             raise ValueError(f"Tool {tool_name!r}: task= must be one of {TASK_SUPPORT} or None (got {task!r})")
         if task_start not in TASK_STARTS:
             raise ValueError(f"Tool {tool_name!r}: task_start= must be one of {TASK_STARTS} (got {task_start!r})")
+        ui, visibility, meta = options.get("ui"), options.get("visibility"), options.get("meta")
+        if ui is not None:
+            meta = tool_meta(ui, visibility, meta)
+        elif visibility is not None:
+            raise ValueError("visibility= applies to a tool with a view: give ui= too")
+        title, description = options.get("title"), options.get("description")
+        annotations, icons, input_schema = options.get("annotations"), options.get("icons"), options.get("input_schema")
         summary, _ = describe(fn)
         if input_schema is not None:
             if input_schema.get("type") != "object":

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from flask_mcp import MCP, Context, Text, ToolError, ToolResult
 from flask_mcp.auth import Principal
-from flask_mcp.backends.base import Backend
+from flask_mcp.backends.contracts import Backend
 from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, RedisTaskStore, client_from_url
 
 VIEW = """<!doctype html>

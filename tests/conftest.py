@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -109,6 +110,27 @@ def connect(make_client: Callable[..., MCPTestClient], app: Flask, version: str,
     return client
 
 
+@pytest.fixture(autouse=True)
+def instance_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary instance folder for every Flask app a test builds without
+    naming one, so the default session store (``sqlite://``, a file in the
+    instance folder) never lands in the checkout and no test sees another's
+    sessions. ``auto_find_instance_path`` is the method Flask documents for
+    choosing that folder."""
+    folder = tmp_path_factory.mktemp("instance")
+    monkeypatch.setattr(Flask, "auto_find_instance_path", lambda self: str(folder))
+    return folder
+
+
+@pytest.fixture
+def app(instance_folder: Path) -> Flask:
+    """A bare Flask app in testing mode with a temporary instance folder (a
+    module that needs tools registered defines its own ``app`` fixture)."""
+    flask_app = Flask("tests", instance_path=str(instance_folder))
+    flask_app.config["TESTING"] = True
+    return flask_app
+
+
 @pytest.fixture
 def validated() -> list[tuple[str, str | None, dict[str, Any]]]:
     """Every message the test clients received (each already validated)."""
@@ -175,10 +197,13 @@ class GunicornServer:
             "--graceful-timeout", "5",
             *(extra_args or []),
         ]
+        env = {**os.environ, **(env or {})}
+        # Unless the test chose a backend, the default SQLite file goes to a
+        # temporary folder, not into the checkout's instance folder.
+        self.folder = tempfile.mkdtemp(prefix="flask-mcp-gunicorn-")
+        env.setdefault("FLASK_MCP_BACKEND", f"sqlite:///{self.folder}/sessions.sqlite3")
         self.log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-        )
+        self.process = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
@@ -205,6 +230,7 @@ class GunicornServer:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")

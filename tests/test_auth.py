@@ -21,7 +21,7 @@ from flask import Flask
 from flask_mcp import MCP, Context
 from flask_mcp.auth import InvalidToken, Principal, VerifierUnavailable, permits, require_scopes, scope_granted
 from flask_mcp.config import ConfigError
-from flask_mcp.protocol.features import RequestInfo
+from flask_mcp.protocol.request_info import RequestInfo
 from flask_mcp.protocol.versions import REVISIONS
 from flask_mcp.testing import MCPTestClient
 

@@ -26,16 +26,11 @@ import redis
 from cachelib import FileSystemCache, SimpleCache
 from conftest import REDIS_URL, FakeClock, read_only, unavailable
 
-from flask_mcp.backends.base import (
-    Backend,
-    BackendUnavailable,
-    BusNotSupported,
-    MessageBus,
-    open_backend,
-)
 from flask_mcp.backends.cachelib import CachelibSessionStore
+from flask_mcp.backends.contracts import Backend, BackendUnavailable, BusNotSupported, MessageBus
 from flask_mcp.backends.memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore, _copy
 from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore, client_from_url
+from flask_mcp.backends.registry import open_backend
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 from flask_mcp.protocol.events import EventLog
 from flask_mcp.protocol.session import Session
@@ -89,7 +84,7 @@ def _redis_or_skip() -> redis.Redis:
 
 def _redis_setup(prefix: str) -> str:
     return (
-        "from flask_mcp.backends.base import Backend\n"
+        "from flask_mcp.backends.registry import Backend\n"
         "from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url\n"
         f"client = client_from_url({REDIS_URL!r})\n"
         "from flask_mcp.backends.redis import RedisEventLog\n"
@@ -128,7 +123,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
             SqliteEventLog(database, retention=RETENTION, clock=clock),
         )
         setup = (
-            "from flask_mcp.backends.base import open_backend\n"
+            "from flask_mcp.backends import open_backend\n"
             f"backend = open_backend({'sqlite:///' + database.path!r}, timeout={TIMEOUT}, instance_path='.',"
             f" retention={RETENTION})\n"
         )
@@ -156,7 +151,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
         store = CachelibSessionStore(FileSystemCache(directory), timeout=TIMEOUT, clock=clock)
         setup = (
             "from cachelib import FileSystemCache\n"
-            "from flask_mcp.backends.base import open_backend\n"
+            "from flask_mcp.backends import open_backend\n"
             f"backend = open_backend(FileSystemCache({directory!r}), timeout={TIMEOUT}, instance_path='.')\n"
         )
         yield Case(name, Backend(store), clock, setup)

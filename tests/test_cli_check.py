@@ -19,7 +19,7 @@ from conftest import REDIS_URL, free_port
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask import Flask
 
-from flask_mcp.backends.base import Backend
+from flask_mcp.backends.contracts import Backend
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from cli_app import create_app, redis_test_backend, runner_for
 from conftest import FakeClock, free_port
 from flask import Flask
 
-from flask_mcp.backends.base import Backend
+from flask_mcp.backends.contracts import Backend
 from flask_mcp.testing import MCPTestClient
 
 

@@ -54,6 +54,37 @@ def test_a_prepared_response_answers_like_any_flask_response() -> None:
     assert dict(headers) == {"Content-Type": "application/json", "Content-Length": "11", "X-Extra": "1"}
 
 
+def test_with_the_shortcut_off_answers_are_the_same(monkeypatch: Any) -> None:
+    """The public path (Werkzeug's constructor), which a Werkzeug release that
+    stores responses differently would switch to, answers exactly alike."""
+
+    def answers() -> list[tuple[int, list[tuple[str, str]], bytes]]:
+        app = Flask("fallback")
+        mcp = MCP(app, name="fallback", version="1")
+
+        @mcp.tool
+        def echo(text: str) -> str:
+            return text
+
+        client = app.test_client()
+        got = [post_2026(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, name="echo"),
+               post_2026(app, "server/discover", {}),
+               post_2026(app, "tools/call", {"name": "nope", "arguments": {}}, name="nope"),
+               client.post("/mcp", data=b"{", headers=JSON_HEADERS),
+               client.get("/mcp/health")]
+        return [(r.status_code, sorted(r.headers.items()), r.data) for r in got]
+
+    direct = answers()
+    monkeypatch.setattr(prepared, "_DIRECT", False)
+    monkeypatch.setattr(prepared, "_STATUS_LINES", {})
+    built: list[int] = []
+    original = prepared._built
+    monkeypatch.setattr(prepared, "_built", lambda *args: built.append(1) or original(*args))
+    assert answers() == direct
+    assert built == []  # every answer came from the constructor
+    assert [status for status, _, _ in direct] == [200, 200, 200, 400, 200]
+
+
 def test_an_unusual_status_goes_through_the_constructor() -> None:
     response = json_response(b"{}", 599)
     assert response.status == "599 UNKNOWN"

@@ -1,5 +1,5 @@
 """The SQLite store's per-process copies of session records, and the change
-stamps that keep them honest across processes (flask_mcp/backends/sqlite/stamps.py).
+stamps that keep them honest across processes (flask_mcp/backends/sqlite/change_stamps.py).
 Real files, real forked processes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import FakeClock
 
-from flask_mcp.backends.sqlite import SqliteSessionStore, stamps
+from flask_mcp.backends.sqlite import SqliteSessionStore, change_stamps
 from flask_mcp.protocol.session import Session, new_session_id
 
 
@@ -82,13 +82,13 @@ def test_forked_processes_draw_different_stamps() -> None:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.write(write_end, stamps._random.getrandbits(64).to_bytes(8, "big"))
+        os.write(write_end, change_stamps._random.getrandbits(64).to_bytes(8, "big"))
         os._exit(0)
     os.close(write_end)
     child = int.from_bytes(os.read(read_end, 8), "big")
     os.close(read_end)
     os.waitpid(pid, 0)
-    assert child != stamps._random.getrandbits(64)
+    assert child != change_stamps._random.getrandbits(64)
 
 
 def test_the_idle_timer_is_still_written_back_when_stale(tmp_path: Path, clock: FakeClock) -> None:
@@ -152,10 +152,10 @@ def test_an_unusable_stamps_file_turns_the_cache_off(tmp_path: Path, clock: Fake
 
 
 def test_stamps_are_shared_between_mappings_of_one_file(tmp_path: Path) -> None:
-    one = stamps.ChangeStamps.open(str(tmp_path / "x-stamps"))
-    two = stamps.ChangeStamps.open(str(tmp_path / "x-stamps"))
+    one = change_stamps.ChangeStamps.open(str(tmp_path / "x-stamps"))
+    two = change_stamps.ChangeStamps.open(str(tmp_path / "x-stamps"))
     assert one is not None and two is not None
     before = two.read("session-a")
     one.bump("session-a")
     assert two.read("session-a") != before
-    assert (tmp_path / "x-stamps").stat().st_size == stamps.SLOTS * 8
+    assert (tmp_path / "x-stamps").stat().st_size == change_stamps.SLOTS * 8

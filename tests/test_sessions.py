@@ -9,7 +9,7 @@ from typing import Any
 
 from flask_mcp.backends import BackendUnavailable, MemorySessionStore
 from flask_mcp.protocol import Server, ServerInfo
-from flask_mcp.protocol.features import RequestInfo
+from flask_mcp.protocol.request_info import RequestInfo
 from flask_mcp.protocol.session import Session
 from flask_mcp.protocol.versions import REVISIONS
 from flask_mcp.tools import ToolRegistry

@@ -17,8 +17,8 @@ import redis
 from cachelib import FileSystemCache, SimpleCache
 from conftest import REDIS_URL, FakeClock, unavailable
 
-from flask_mcp.backends.base import CountableStore, NotCountable, StoreCount
 from flask_mcp.backends.cachelib import CachelibSessionStore
+from flask_mcp.backends.contracts import CountableStore, NotCountable, StoreCount
 from flask_mcp.backends.memory import MemorySessionStore, MemoryTaskStore
 from flask_mcp.backends.redis import RedisSessionStore, RedisTaskStore, client_from_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteSessionStore, SqliteTaskStore

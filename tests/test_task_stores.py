@@ -19,7 +19,7 @@ import redis
 from cachelib import SimpleCache
 from conftest import REDIS_URL, FakeClock, unavailable
 
-from flask_mcp.backends.base import open_backend
+from flask_mcp.backends import open_backend
 from flask_mcp.backends.memory import MemoryTaskStore
 from flask_mcp.backends.redis import RedisTaskStore, client_from_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore

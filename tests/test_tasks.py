@@ -20,13 +20,13 @@ from flask import Flask, g, request
 from test_subscriptions import SUB_KEY, _messages, _next_notification, _open
 
 from flask_mcp import MCP, Context, MCPError, ToolError
-from flask_mcp.backends.base import Backend
+from flask_mcp.backends import Backend
 from flask_mcp.backends.memory import MemoryMessageBus, MemorySessionStore, MemoryTaskStore
 from flask_mcp.config import ConfigError
-from flask_mcp.protocol.features import RequestInfo
+from flask_mcp.protocol.request_info import RequestInfo
 from flask_mcp.protocol.subscriptions import TASK_STATUS, Listen
+from flask_mcp.protocol.task_methods import Tasks, task_event
 from flask_mcp.protocol.task_records import TaskRecord
-from flask_mcp.protocol.tasks import Tasks, task_event
 from flask_mcp.protocol.versions import REVISIONS
 from flask_mcp.testing import MCPTestClient
 from flask_mcp.tools import Tool

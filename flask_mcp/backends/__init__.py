@@ -1,24 +1,37 @@
 """Where MCP sessions and cross-worker messages live, chosen by ``MCP_BACKEND``:
-``memory://``, ``sqlite://`` (the default), ``redis://``, or an object the app
-already has (a ``redis.Redis`` client, a cachelib cache, a custom store)."""
+``memory://``, ``sqlite://`` (the default), ``redis://``, a scheme an installed
+package registers, or an object the app already has (a ``redis.Redis`` client,
+a cachelib cache, its own store). The contracts a backend implements are in
+``contracts.py``; the choice by scheme is ``registry.py``."""
 
-from .base import (
+from .contracts import (
     Backend,
+    BackendOpener,
+    BackendOptions,
     BackendUnavailable,
     BusNotSupported,
+    EventLog,
     MessageBus,
+    SessionStore,
     Subscription,
-    open_backend,
+    TaskStore,
 )
 from .memory import MemoryMessageBus, MemorySessionStore
+from .registry import ENTRY_POINT_GROUP, open_backend
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "Backend",
+    "BackendOpener",
+    "BackendOptions",
     "BackendUnavailable",
     "BusNotSupported",
+    "EventLog",
     "MemoryMessageBus",
     "MemorySessionStore",
     "MessageBus",
+    "SessionStore",
     "Subscription",
+    "TaskStore",
     "open_backend",
 ]

@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.session import Session
-from .base import BackendUnavailable, NotCountable, StoreCount
+from .contracts import BackendUnavailable, NotCountable, Session, StoreCount
 
 if TYPE_CHECKING:
     from cachelib import BaseCache

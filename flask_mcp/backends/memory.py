@@ -11,10 +11,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..protocol.events import Event
-from ..protocol.session import Session
-from ..protocol.task_records import TaskRecord
-from .base import Message, StoreCount, Subscription
+from .contracts import Backend, BackendOptions, Event, Message, Session, StoreCount, Subscription, TaskRecord
 
 #: Immutable JSON scalars, which a copy can share.
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -333,3 +330,16 @@ class MemoryTaskStore:
     def _forget(self, task_id: str) -> None:
         del self._records[task_id]
         del self._expires[task_id]
+
+
+def open_uri(uri: str, options: BackendOptions) -> Backend:
+    """``memory://``: everything in this process (registered as the ``memory`` scheme)."""
+    if uri.partition("://")[2]:
+        raise ValueError(f"MCP_BACKEND {uri!r}: 'memory://' takes no path.")
+    return Backend(
+        sessions=MemorySessionStore(timeout=options.timeout),
+        bus=MemoryMessageBus(),
+        events=MemoryEventLog(retention=options.retention),
+        tasks=MemoryTaskStore(),
+        description="memory://",
+    )

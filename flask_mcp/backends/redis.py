@@ -21,10 +21,19 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("MCP_BACKEND 'redis://...' needs the redis package: pip install flask-mcp[redis]") from exc
 
-from ..protocol.events import Event
-from ..protocol.session import Session
-from ..protocol.task_records import TaskRecord
-from .base import DEFAULT_IO_TIMEOUT, Backend, BackendUnavailable, Message, StoreCount, Subscription, redact_url
+from .contracts import (
+    DEFAULT_IO_TIMEOUT,
+    Backend,
+    BackendOptions,
+    BackendUnavailable,
+    Event,
+    Message,
+    Session,
+    StoreCount,
+    Subscription,
+    TaskRecord,
+    redact_url,
+)
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
@@ -375,3 +384,12 @@ def backend_from_url(url: str, *, timeout: float, io_timeout: float, retention: 
         raise ValueError(f"MCP_BACKEND {redact_url(url)!r} is not a valid Redis URL: {exc}") from exc
     backend = backend_from_client(client, timeout=timeout, io_timeout=io_timeout, owned=True, retention=retention)
     return dataclasses.replace(backend, description=redact_url(url))
+
+
+def open_uri(uri: str, options: BackendOptions) -> Backend:
+    """``redis://``, ``rediss://`` and ``redis+unix:///path/to/redis.sock``
+    (registered as those three schemes)."""
+    scheme, _, rest = uri.partition("://")
+    url = "unix://" + rest if scheme.lower() == "redis+unix" else uri
+    backend = backend_from_url(url, timeout=options.timeout, io_timeout=options.io_timeout, retention=options.retention)
+    return dataclasses.replace(backend, description=redact_url(uri))

@@ -21,7 +21,7 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 
 from ..auth import InvalidToken, VerifierUnavailable
-from ..backends.base import Backend
+from ..backends.contracts import Backend
 from ..config import DEFAULTS, ConfigError, load_settings
 from ..protocol.session import Session
 from ..protocol.task_records import TaskRecord

@@ -11,7 +11,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from ..backends.base import BackendUnavailable, CountableStore, NotCountable
+from ..backends.contracts import BackendUnavailable, CountableStore, NotCountable
 
 
 def _inventory(store: Any, what: str, prune: bool) -> dict[str, Any]:

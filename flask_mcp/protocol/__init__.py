@@ -6,9 +6,9 @@ translates HTTP to and from it.
 """
 
 from .errors import ErrorCode, MCPError
-from .exchange import Reply
 from .info import ProtocolOptions, ServerInfo
 from .server import Server
+from .transport import Reply
 from .versions import LEGACY_VERSIONS, REVISIONS, STATELESS_VERSIONS, SUPPORTED_VERSIONS, Revision
 
 __all__ = [

@@ -7,9 +7,9 @@ import logging
 from collections.abc import Callable
 
 from .bus import MessageBus, Subscription, cancel_channel
-from .exchange import Emit, EndConnection, Reply, discard, store_unavailable
-from .features import RequestCancelled, RequestInfo
+from .request_info import RequestCancelled, RequestInfo
 from .session import StoreUnavailable
+from .transport import Emit, EndConnection, Reply, discard, store_unavailable
 
 logger = logging.getLogger("flask_mcp")
 

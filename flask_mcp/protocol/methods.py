@@ -12,20 +12,20 @@ from typing import Any
 
 from . import jsonrpc
 from .errors import InternalError, InvalidParams, MissingClientCapability
-from .features import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutcome, ToolProvider
 from .headers import check_param_headers
 from .info import ProtocolOptions, ServerInfo
 from .meta import LOG_LEVELS
 from .pagination import page
 from .prompt_methods import CompletionMethods, PromptMethods
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
+from .request_info import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutcome, ToolProvider
 from .resource_methods import ResourceMethods
-from .rounds import Interim, RoundTrips
+from .round_trips import Interim, RoundTrips
 from .session import SessionStore
 from .shaping import block_for
 from .skill_methods import SkillMethods
 from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
-from .tasks import TASKS_EXTENSION, Tasks
+from .task_methods import TASKS_EXTENSION, Tasks
 from .versions import REVISIONS, SUPPORTED_VERSIONS, Revision
 
 Instructions = Callable[[RequestInfo], "str | None"]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InvalidParams, MethodNotFound, MissingClientCapability
-from .features import RequestInfo
 from .info import ProtocolOptions
 from .pagination import page
 from .providers import CompletionProvider, PromptProvider
+from .request_info import RequestInfo
 from .resource_methods import legacy_capability_error, list_cache_scope
-from .rounds import Interim, RoundTrips
+from .round_trips import Interim, RoundTrips
 from .session import SessionStore
 from .shaping import block_for, definition_for, with_cache_hints
 from .versions import Revision

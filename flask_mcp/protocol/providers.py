@@ -1,5 +1,5 @@
 """What the core needs from the resources, prompts and completions it serves
-(the counterpart of :class:`~.features.ToolProvider`).
+(the counterpart of :class:`~.request_info.ToolProvider`).
 
 Providers speak the newest revision's shapes; the core trims them for older
 revisions and paginates, caches and shapes the results.
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .features import RequestInfo
+from .request_info import RequestInfo
 
 
 @dataclass(slots=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InvalidParams, MCPError, MethodNotFound, MissingClientCapability, ResourceNotFound
-from .features import RequestInfo
 from .info import ProtocolOptions
 from .pagination import page
 from .providers import ReadOutcome, ResourceProvider
-from .rounds import Interim, RoundTrips, is_retry
+from .request_info import RequestInfo
+from .round_trips import Interim, RoundTrips, is_retry
 from .session import SessionStore
 from .shaping import contents_for, definition_for, with_cache_hints
 from .versions import Revision

@@ -27,17 +27,17 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .events import EventLog, Resume, parse_event_id, stream_key
-from .exchange import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
-from .features import RequestInfo, ToolProvider
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import SERVER_INFO_KEY, RequestMeta, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
+from .request_info import RequestInfo, ToolProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .subscriptions import Listen
-from .tasks import Tasks
+from .task_methods import Tasks
+from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
 from .versions import (
     DEFAULT_LEGACY_VERSION,
     LEGACY_VERSIONS,

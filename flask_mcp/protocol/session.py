@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class StoreUnavailable(Exception):
@@ -81,6 +81,7 @@ class Session:
             return cls(**known)
 
 
+@runtime_checkable
 class SessionStore(Protocol):
     """Where sessions live; every worker that serves the endpoint must share it."""
 

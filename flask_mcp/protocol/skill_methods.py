@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InvalidParams, MethodNotFound
-from .features import RequestInfo
 from .info import ProtocolOptions
 from .pagination import page
 from .providers import SkillProvider
+from .request_info import RequestInfo
 from .resource_methods import list_cache_scope
 from .shaping import with_cache_hints
 from .versions import Revision

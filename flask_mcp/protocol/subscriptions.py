@@ -9,7 +9,7 @@ from typing import Any
 
 from .errors import InvalidParams, MissingClientCapability
 from .jsonrpc import RequestId
-from .tasks import TASKS_EXTENSION, extension_declared
+from .task_methods import TASKS_EXTENSION, extension_declared
 
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 
@@ -111,14 +111,6 @@ class Listen:
     def _watches(self, uri: str) -> bool:
         """A subscription covers the resource and its sub-resources."""
         return any(uri == base or uri.startswith(base.rstrip("/") + "/") for base in self.resource_uris)
-
-    def final_result(self) -> dict[str, Any]:
-        """The response that ends the stream gracefully."""
-        return {
-            "jsonrpc": "2.0",
-            "id": self.subscription_id,
-            "result": {"resultType": "complete", "_meta": self._meta()},
-        }
 
 
 def _task_ids(wanted: dict[str, Any], offered: frozenset[str], capabilities: dict[str, Any] | None) -> tuple[str, ...]:

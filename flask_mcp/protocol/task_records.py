@@ -1,13 +1,13 @@
 """Task records and the store contract: what the backends keep for a task
 (``TaskRecord``, its statuses and wire forms) and what a task store must do
-(``TaskStore``). Running tasks is ``tasks.py``'s job."""
+(``TaskStore``). Running tasks is ``task_methods.py``'s job."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 WORKING = "working"
 INPUT_REQUIRED = "input_required"
@@ -91,6 +91,7 @@ class TaskRecord:
         return task
 
 
+@runtime_checkable
 class TaskStore(Protocol):
     """Where task records live; every worker that serves the endpoint must share it."""
 

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from ..base import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message
+from ..contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message
 from ..memory import MemorySubscription
 from .database import SqliteDatabase, database_for
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from ..base import DEFAULT_IO_TIMEOUT, BackendUnavailable
+from ..contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable
 
 _T = TypeVar("_T")
 

@@ -7,8 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from ...protocol.events import Event
-from ..base import DEFAULT_IO_TIMEOUT
+from ..contracts import DEFAULT_IO_TIMEOUT, Event
 from .database import SqliteDatabase, database_for
 
 

@@ -1,5 +1,5 @@
 """Legacy sessions as rows of the SQLite file, with each process's copies
-of the records it read (kept honest by the change stamps in ``stamps.py``)."""
+of the records it read (kept honest by the change stamps in ``change_stamps.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from typing import Any, TypeVar
 
 from ...protocol import jsonrpc
 from ...protocol.errors import MCPError
-from ...protocol.session import Session
-from ..base import DEFAULT_IO_TIMEOUT, BackendUnavailable, StoreCount
+from ..contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable, Session, StoreCount
+from .change_stamps import ChangeStamps
 from .database import SqliteDatabase, database_for
-from .stamps import ChangeStamps
 
 _T = TypeVar("_T")
 
@@ -59,7 +58,7 @@ class SqliteSessionStore:
     a fault.
 
     Each process keeps the records it read, and answers a session's next
-    requests from that copy while the session's change stamp (``stamps.py``,
+    requests from that copy while the session's change stamp (``change_stamps.py``,
     shared by every process using the file) is unchanged: every write here
     stamps the session after committing. A copy is trusted for at most
     ``cache_max_age`` seconds, which bounds how long a change made by
@@ -112,7 +111,7 @@ class SqliteSessionStore:
         A cached record unchanged since it was read needs no read at all."""
         now = self.clock()
         stamps = self._stamps if self._stamps_opened else self._open_stamps()
-        stamp = stamps.read(session_id) if stamps is not None else 0  # before the read, see stamps.py
+        stamp = stamps.read(session_id) if stamps is not None else 0  # before the read, see change_stamps.py
         cached = self._cached.get(session_id)
         if (
             cached is not None and stamps is not None and cached[0] == stamp

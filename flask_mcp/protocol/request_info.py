@@ -66,7 +66,7 @@ class RequestInfo:
     #: Where :attr:`endpoint_url` comes from: the URL, a function building it
     #: (called at most once), or ``None``.
     endpoint: str | Callable[[], str] | None = None
-    #: The task this call runs as (a :class:`~.tasks.TaskHandle`), when it runs as one.
+    #: The task this call runs as (a :class:`~.task_methods.TaskHandle`), when it runs as one.
     task: Any = None
 
     @property

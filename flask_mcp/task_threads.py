@@ -1,5 +1,5 @@
 """Running task tools in the background (the tasks extension; the protocol
-side is :mod:`flask_mcp.protocol.tasks`)."""
+side is :mod:`flask_mcp.protocol.task_methods`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from flask import copy_current_request_context, current_app, has_request_context
 
-from .protocol.tasks import Tasks
+from .protocol.task_methods import Tasks
 
 #: Every app's tasks in this process, failed as the process exits (see :func:`watch`).
 _WATCHED: weakref.WeakSet[Tasks] = weakref.WeakSet()

@@ -25,8 +25,8 @@ from typing import Any
 
 from .bus import EVENTS_CHANNEL, MessageBus
 from .errors import InternalError, InvalidParams, MCPError, MissingClientCapability
-from .features import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
-from .mrtr import InputRequest, InputRequired, well_formed
+from .input_requests import InputRequest, InputRequired, well_formed
+from .request_info import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
 from .session import StoreUnavailable
 from .task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, TaskStore
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-RUN_PY = Path(__file__).resolve().parent.parent / "bench" / "run.py"
+RUN_PY = Path(__file__).resolve().parent.parent / "run.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,10 @@
 """The multi round-trip glue shared by ``tools/call``, ``prompts/get`` and
-``resources/read`` (2026-07-28; see :mod:`.mrtr` for the sealed state).
+``resources/read`` (2026-07-28; see :mod:`.input_requests` for the sealed state).
 
 Before user code runs, :meth:`RoundTrips.begin` recovers the answers of earlier
 rounds from the request's ``requestState`` (refusing a state issued for
 another call) and adds this round's ``inputResponses``. When the code still
-needs answers it raises :class:`~.mrtr.InputRequired`, and
+needs answers it raises :class:`~.input_requests.InputRequired`, and
 :meth:`RoundTrips.interim` turns that into the ``input_required`` result.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import InternalError
-from .features import RequestInfo
-from .mrtr import STATE_LIFETIME, InputRequired, binding, seal, unseal
+from .input_requests import STATE_LIFETIME, InputRequired, binding, seal, unseal
+from .request_info import RequestInfo
 from .session import SessionStore
 
 T = TypeVar("T")

@@ -7,8 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from ...protocol.task_records import TaskRecord
-from ..base import DEFAULT_IO_TIMEOUT, StoreCount
+from ..contracts import DEFAULT_IO_TIMEOUT, StoreCount, TaskRecord
 from .database import SqliteDatabase, database_for
 
 
