@@ -78,6 +78,12 @@ class Cancellations:
         """Tell every worker that the session's client cancelled ``request_id``."""
         self.bus.publish(CANCELLATIONS_CHANNEL, {"session": session_id, "requestId": request_id})
 
+    def end_session(self, session_id: str) -> None:
+        """Tell every worker that the session ended (``DELETE``): its calls in
+        flight are cancelled, as no answer of theirs can reach the client any
+        more (a question they wait on would hold its thread until it timed out)."""
+        self.bus.publish(CANCELLATIONS_CHANNEL, {"session": session_id, "ended": True})
+
     def watch(self, session_id: str, request_id: RequestId) -> Watch:
         """Start watching for the cancellation of one call. Raises
         :class:`StoreUnavailable` when the bus cannot be subscribed to."""
@@ -111,7 +117,15 @@ class Cancellations:
 
     def _deliver(self, message: dict[str, Any]) -> None:
         session_id, request_id = message.get("session"), message.get("requestId")
-        if not isinstance(session_id, str) or not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        if not isinstance(session_id, str):
+            return
+        if message.get("ended") is True:
+            for key, watches in self._watches.items():
+                if key[0] == session_id:
+                    for watch in watches:
+                        watch.cancelled = True
+            return
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
             return
         for watch in self._watches.get(_key(session_id, request_id), ()):
             watch.cancelled = True

@@ -179,8 +179,13 @@ class Server:
             deleted = session is not None and self.sessions.delete(session.id)
         except StoreUnavailable as exc:
             return store_unavailable(exc)
-        if not deleted:
+        if session is None or not deleted:
             return self._error_reply(None, SessionNotFound(), 404)
+        if self.cancellations is not None:
+            try:
+                self.cancellations.end_session(session.id)
+            except StoreUnavailable as exc:  # the session is gone all the same; its calls time out
+                logger.warning("Could not cancel the calls of ended session: %s", exc)
         return Reply(200)
 
     # ------------------------------------------------------------------ eras
