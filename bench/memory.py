@@ -144,13 +144,14 @@ class Server:
 class Client:
     """One keep-alive connection sending the mixed workload; every answer's status is checked."""
 
-    def __init__(self, port: int, count: Callable[[], int], number: int) -> None:
+    def __init__(self, port: int, count: Callable[[], int], number: int, keep_sessions: bool = False) -> None:
         self.port = port
         self.count = count
         self.number = number
         self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         self.ids = itertools.count()
-        self.keep_sessions = False
+        #: Leave sessions to expire instead of deleting them (the session table grows).
+        self.keep_sessions = keep_sessions
 
     def send(self, method: str, body: Any, headers: dict[str, str], expect: int) -> tuple[dict[str, str], bytes]:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -204,8 +205,9 @@ class Client:
         self.legacy("tools/call", {"name": "test_logging_tool", "arguments": {}}, session)  # an event stream
         self.legacy("nonexistent/method", {}, session)  # -32601
         self.legacy("ping", {}, session)
-        self.send("DELETE", None, session_headers, 200)
-        self.legacy("ping", {}, session, expect=404)  # the session is gone
+        if not self.keep_sessions:
+            self.send("DELETE", None, session_headers, 200)
+            self.legacy("ping", {}, session, expect=404)  # the session is gone
         self.modern("tools/call", {"name": "greet", "arguments": {"name": f"stateless {n}"}}, "greet")
         self.modern("tools/list", {})
         self.modern("resources/read", {"uri": f"test://template/s{n}/data"}, f"test://template/s{n}/data")
@@ -247,7 +249,8 @@ class Client:
         self.connection.close()
 
 
-def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callable[[int], None]) -> float:
+def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callable[[int], None],
+          keep_sessions: bool = False) -> float:
     """Send at least ``total`` requests; ``on_mark(n)`` runs (once) when ``n`` requests are done."""
     lock = threading.Lock()
     done = 0
@@ -263,7 +266,7 @@ def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callab
             return done
 
     def work(number: int) -> None:
-        client = Client(port, count, number)
+        client = Client(port, count, number, keep_sessions)
         try:
             for n in itertools.count():
                 if done >= total or failures:
@@ -315,6 +318,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--limit-mb", type=float, default=20.0)
+    parser.add_argument("--keep-sessions", action="store_true",
+                        help="never DELETE sessions (they stay in the store until they expire)")
     parser.add_argument("--report-every", type=int, default=5_000, help="print RSS and threads every N requests")
     parser.add_argument("--tracemalloc", type=Path, metavar="FILE")
     args = parser.parse_args()
@@ -332,7 +337,7 @@ def main() -> None:
                 flush=True)
 
         marks = sorted({args.warmup, *range(args.report_every, args.requests, args.report_every)})
-        elapsed = drive(server.port, args.requests, args.clients, marks, mark)
+        elapsed = drive(server.port, args.requests, args.clients, marks, mark, args.keep_sessions)
         time.sleep(0.5)
         readings[args.requests] = server.rss_mb()
     finally:
