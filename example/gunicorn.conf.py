@@ -12,6 +12,12 @@ streams, ``worker_class = "gevent"`` (``pip install "flask-mcp[gevent]"``) with
 (bench/streams.py --worker-class gevent); under gevent, CPU-bound tools stall
 the whole worker.
 
+Reserve: listen and resumed streams may hold at most ``MCP_STREAM_SHARE`` (half
+by default) of a worker's threads, as gunicorn reports them; further ones get
+503 + Retry-After, so the other threads always answer ordinary requests. A
+client that leaves frees its stream's thread within ``MCP_SSE_PROBE_INTERVAL``
+(0.5 s). Sizing: docs/streams.md.
+
 Timeouts: idle streams send a keep-alive comment every ``MCP_SSE_HEARTBEAT``
 seconds (15 by default); with gthread the worker timeout only guards the
 master-worker heartbeat, so the default is fine (with gevent it must outlast
