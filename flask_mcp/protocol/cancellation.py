@@ -24,6 +24,18 @@ logger = logging.getLogger("flask_mcp")
 
 _Key = tuple[str, str, RequestId]  # (session id, id's type name, id): 1 and "1" are different ids
 
+#: This process's id, kept current by an at-fork hook (``os.getpid()`` is a
+#: system call, and every watched call would make one).
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
 
 def _key(session_id: str, request_id: RequestId) -> _Key:
     return (session_id, type(request_id).__name__, request_id)
@@ -67,12 +79,12 @@ class Cancellations:
         self.bus = bus
         self.interval = interval
         self.idle_close = idle_close
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._watches: dict[_Key, list[Watch]] = {}
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None
         self._idle_since = time.monotonic()
-        self._pid = os.getpid()
+        self._pid = _pid
 
     def publish(self, session_id: str, request_id: RequestId) -> None:
         """Tell every worker that the session's client cancelled ``request_id``."""
@@ -89,8 +101,8 @@ class Cancellations:
         :class:`StoreUnavailable` when the bus cannot be subscribed to."""
         watch = Watch(self, _key(session_id, request_id))
         with self._lock:
-            if self._pid != os.getpid():  # forked: the parent's subscription and thread are not ours
-                self._watches, self._subscription, self._thread, self._pid = {}, None, None, os.getpid()
+            if self._pid != _pid:  # forked: the parent's subscription and thread are not ours
+                self._watches, self._subscription, self._thread, self._pid = {}, None, None, _pid
             if self._subscription is None:
                 # Before the call runs: a cancellation published from now on is delivered.
                 self._subscription = self.bus.subscribe([CANCELLATIONS_CHANNEL])
@@ -102,6 +114,10 @@ class Cancellations:
 
     def drain(self) -> None:
         """Hand what the bus delivered to the calls it cancels."""
+        subscription = self._subscription
+        ready = getattr(subscription, "ready", None)  # the in-process queues say cheaply when they are empty
+        if subscription is None or (ready is not None and not ready()):
+            return
         with self._lock:
             subscription = self._subscription
             while subscription is not None:
@@ -133,9 +149,9 @@ class Cancellations:
     def _forget(self, watch: Watch) -> None:
         with self._lock:
             watches = self._watches.get(watch._key)
-            if watches is None:
+            if watches is None or watch not in watches:
                 return
-            watches[:] = [w for w in watches if w is not watch]
+            watches.remove(watch)
             if not watches:
                 del self._watches[watch._key]
                 if not self._watches:
