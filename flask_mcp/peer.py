@@ -8,7 +8,9 @@ its thread for up to two heartbeats after the client has gone. Where the
 server hands the application its connection (gunicorn: ``gunicorn.socket``,
 Werkzeug: ``werkzeug.socket``), the socket is asked instead: a client that
 closed its end makes it readable with nothing to read. The check peeks without
-consuming, so it never takes bytes from the server's parser. Elsewhere (TLS,
+consuming, so it never takes bytes from the server's parser. (A client that
+half-closes its connection after its request, which HTTP clients do not do,
+would look gone.) Elsewhere (TLS,
 HTTP/2, other servers) :attr:`Peer.observable` is ``False`` and the caller
 falls back to writing short comments more often.
 """

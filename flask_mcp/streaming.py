@@ -78,20 +78,25 @@ class _Idle:
     client's connection, or, where the connection cannot be looked at, a short
     comment (a write is how a WSGI app learns the client left)."""
 
-    __slots__ = ("peer", "heartbeat", "probe", "_last_write")
+    __slots__ = ("peer", "heartbeat", "probe", "_last_write", "_last_tick")
 
     def __init__(self, peer: Peer | None, heartbeat: float, probe: float) -> None:
         self.peer = peer
         self.heartbeat = heartbeat
         self.probe = min(probe, heartbeat)
-        self._last_write = time.monotonic()
+        self._last_write = self._last_tick = time.monotonic()
 
     def wrote(self) -> None:
         self._last_write = time.monotonic()
 
+    def due(self) -> bool:
+        """Whether a wake-up's work is due although the stream was not idle
+        (it received things it did not send on)."""
+        return time.monotonic() - self._last_tick >= self.probe
+
     def tick(self) -> bytes | None:
         """The bytes to write now (``b""``: none), or ``None`` when the client is gone."""
-        now = time.monotonic()
+        now = self._last_tick = time.monotonic()
         if now - self._last_write >= self.heartbeat - 0.001:
             self._last_write = now
             return sse.comment("keep-alive")
@@ -297,17 +302,16 @@ def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Res
             idle.wrote()
             while True:
                 item = events.get(idle.probe)
-                if item is None:
+                notification = None if item is None else subscription.notification_for(item[1])
+                if notification is not None:
+                    yield sse.event(jsonrpc.encode(notification))
+                    idle.wrote()
+                elif item is None or idle.due():  # idle, or busy with events for other streams
                     out = idle.tick()
                     if out is None:
                         return  # the client left
                     if out:
                         yield out
-                    continue
-                notification = subscription.notification_for(item[1])
-                if notification is not None:
-                    yield sse.event(jsonrpc.encode(notification))
-                    idle.wrote()
         finally:
             events.close()
 
