@@ -49,3 +49,20 @@ def test_a_deleted_session_leaves_the_cache_and_its_count(tmp_path: Path) -> Non
     assert sessions[0].id not in store._cached
     assert store._cached_chars == sum(len(entry[3]) for entry in store._cached.values())
     assert store.get(sessions[0].id) is None
+
+
+def test_pooled_sqlite_connections_have_a_small_page_cache_and_a_bounded_pool(tmp_path: Path) -> None:
+    """What a worker's SQLite connections may hold: at most MAX_IDLE idle
+    connections of at most CACHE_KIB of cached pages each."""
+    store = SqliteSessionStore(str(tmp_path / "s.sqlite3"), clock=FakeClock())
+    database = store.database
+    _new(store, 10)
+    with database.connection() as connection:
+        assert connection.execute("PRAGMA cache_size").fetchone()[0] == -database.CACHE_KIB
+    assert database.CACHE_KIB * database.MAX_IDLE <= 16 * 1024
+    held = [database.connection() for _ in range(database.MAX_IDLE + 4)]  # more at once than the pool keeps
+    for context in held:
+        context.__enter__()
+    for context in held:
+        context.__exit__(None, None, None)
+    assert len(database._idle) == database.MAX_IDLE
