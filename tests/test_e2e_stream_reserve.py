@@ -202,3 +202,28 @@ def test_a_dropped_listen_stream_frees_its_thread_within_about_a_second(server: 
     for listen in held:
         listen.drop()
     assert freed_after < 1.5, f"the threads were freed {freed_after:.2f} s after the clients left"
+
+
+@pytest.mark.parametrize("server", [(1, 4)], indirect=True)
+def test_a_2026_call_whose_client_leaves_before_its_first_message_is_cancelled(
+    server: GunicornServer, tmp_path: Path
+) -> None:
+    """``quiet`` sends nothing for 10 s; its client asked for progress, so the
+    answer may become an event stream, and nothing has been written when the
+    client leaves. Its thread notices within about a second and the call is
+    cancelled (2026-07-28: a closed stream is a cancellation)."""
+    body = {"jsonrpc": "2.0", "id": "quiet-1", "method": "tools/call",
+            "params": {"name": "quiet", "arguments": {}, "_meta": {**META, "progressToken": "quiet-1"}}}
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("POST", "/mcp", body=json.dumps(body), headers=modern_headers("tools/call", "quiet"))
+    time.sleep(0.5)  # the call is running
+    connection.close()  # the client leaves before any answer
+    left = time.time()
+    marker = tmp_path / "quiet-1.json"
+    deadline = time.monotonic() + 8
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the call went on after its client left"
+        time.sleep(0.05)
+    record = json.loads(marker.read_text())
+    assert record["outcome"] == "RequestCancelled", record
+    assert record["stopped"] - left < 1.5, f"stopped {record['stopped'] - left:.2f} s after the client left"
