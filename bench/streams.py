@@ -74,7 +74,9 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.dir = Path(tempfile.mkdtemp(prefix="flask-mcp-streams-"))
         store = {"sqlite": f"sqlite:///{self.dir / 'sessions.sqlite3'}", "redis": REDIS_URL, "memory": "memory://"}
-        env = {**os.environ, "FLASK_MCP_BACKEND": store[backend]}
+        # The whole worker, not the share MCP_STREAM_SHARE leaves to streams: this
+        # measures how many streams a worker can hold at all.
+        env = {**os.environ, "FLASK_MCP_BACKEND": store[backend], "FLASK_MCP_STREAM_SHARE": "1.0"}
         if heartbeat is not None:
             env["FLASK_MCP_SSE_HEARTBEAT"] = str(heartbeat)
         size_option = ["--threads", str(size)] if worker_class == "gthread" else ["--worker-connections", str(size)]

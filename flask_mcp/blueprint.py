@@ -170,10 +170,16 @@ def _post() -> Response:
             raise NotAcceptableMedia("subscriptions/listen answers with an event stream: accept text/event-stream.")
         bus = state.server.bus
         assert bus is not None  # the core offers listen streams only with a bus
+        slots = state.stream_slots
+        if not slots.take():  # the worker's other threads stay free for ordinary requests
+            return _render(slots.refusal(reply.listen.subscription_id), wants_stream)
         try:
-            return streaming.listen(reply.listen, bus, heartbeat=state.settings.sse_heartbeat)
+            response = streaming.listen(reply.listen, bus, state.stream_options)
         except StoreUnavailable as exc:  # the bus is down: 503, the client retries
+            slots.give_back()
             return _render(store_unavailable(exc, reply.listen.subscription_id), wants_stream)
+        response.call_on_close(slots.give_back)
+        return response
     if reply.deferred is not None:
         return streaming.respond(
             reply.deferred,
@@ -195,7 +201,16 @@ def _get() -> Response:
         if not _accepts_stream(_request()):
             raise NotAcceptableMedia("Resuming a stream answers with an event stream: accept text/event-stream.")
         assert state.server.bus is not None  # the core resumes streams only with a bus
-        return streaming.resume(reply.resume, state.server.events, state.server.bus, state.stream_options)
+        slots = state.stream_slots
+        if not slots.take():
+            return _render(slots.refusal(None), False)
+        try:
+            response = streaming.resume(reply.resume, state.server.events, state.server.bus, state.stream_options)
+        except BaseException:
+            slots.give_back()
+            raise
+        response.call_on_close(slots.give_back)
+        return response
     if reply is not None:
         return _render(reply, False)
     raise MethodNotAllowedHere(

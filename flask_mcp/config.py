@@ -22,6 +22,14 @@ DEFAULTS: dict[str, Any] = {
     "MCP_ALLOWED_ORIGINS": (),  # extra browser origins allowed (a list, or a callable)
     "MCP_ALLOWED_HOSTS": (),  # extra Host names for a server bound to loopback
     "MCP_SSE_HEARTBEAT": 15,  # seconds between keep-alive comments on an idle stream
+    # Seconds between checks that an idle stream's client is still connected: a
+    # client that left frees its thread within this (docs/streams.md).
+    "MCP_SSE_PROBE_INTERVAL": 0.5,
+    # The share of a worker's threads that long-lived streams (subscriptions/listen,
+    # resumed streams) may hold; past it, new ones get 503. The thread count is
+    # MCP_WORKER_THREADS, else gunicorn's (None and outside gunicorn: no limit).
+    "MCP_STREAM_SHARE": 0.5,
+    "MCP_WORKER_THREADS": None,
     "MCP_CLIENT_TIMEOUT": 300,  # seconds a tool waits for a legacy client's answer
     # Resumable streams (2025-11-25 sessions): the client's reconnection delay, how
     # long a stream's events are kept for a GET with Last-Event-ID, and after how
@@ -81,6 +89,9 @@ class Settings:
     cache_ttl_ms: int
     cache_scope: str
     sse_heartbeat: float
+    sse_probe_interval: float
+    stream_share: float
+    worker_threads: int | None
     client_timeout: float
     sse_retry_ms: int
     sse_retention: float
@@ -145,6 +156,9 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         cache_ttl_ms=int(_number(value("MCP_CACHE_TTL_MS"), "MCP_CACHE_TTL_MS", minimum=0)),
         cache_scope=scope,
         sse_heartbeat=_number(value("MCP_SSE_HEARTBEAT"), "MCP_SSE_HEARTBEAT", minimum=0.05),
+        sse_probe_interval=_number(value("MCP_SSE_PROBE_INTERVAL"), "MCP_SSE_PROBE_INTERVAL", minimum=0.05),
+        stream_share=_share(value("MCP_STREAM_SHARE"), "MCP_STREAM_SHARE"),
+        worker_threads=_optional_int(value("MCP_WORKER_THREADS"), "MCP_WORKER_THREADS"),
         client_timeout=_number(value("MCP_CLIENT_TIMEOUT"), "MCP_CLIENT_TIMEOUT", minimum=0.1),
         sse_retry_ms=int(_number(value("MCP_SSE_RETRY_MS"), "MCP_SSE_RETRY_MS", minimum=0)),
         sse_retention=_number(value("MCP_SSE_RETENTION"), "MCP_SSE_RETENTION", minimum=1),
@@ -240,6 +254,13 @@ def _number(value: Any, key: str, *, minimum: float) -> float:
 
 def _optional_number(value: Any, key: str, *, minimum: float) -> float | None:
     return None if value is None else _number(value, key, minimum=minimum)
+
+
+def _share(value: Any, key: str) -> float:
+    """A fraction above 0 and at most 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigError(f"{key} must be a number above 0 and at most 1, e.g. 0.5 (got {value!r})")
+    return float(value)
 
 
 def _optional_int(value: Any, key: str) -> int | None:

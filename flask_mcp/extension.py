@@ -17,6 +17,7 @@ from . import hardening
 from .auth import Authenticator, Principal, TokenVerifier, as_verifier, register_metadata
 from .backends import Backend, open_backend
 from .blueprint import create_blueprint
+from .capacity import StreamSlots
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
 from .environment import unloaded_variables, unloaded_warning
@@ -70,7 +71,13 @@ class MCPState:
     @cached_property
     def stream_options(self) -> StreamOptions:
         settings = self.settings
-        return StreamOptions(settings.sse_heartbeat, settings.sse_retry_ms, settings.sse_poll_after)
+        return StreamOptions(settings.sse_heartbeat, settings.sse_retry_ms, settings.sse_poll_after,
+                             settings.sse_probe_interval)
+
+    @cached_property
+    def stream_slots(self) -> StreamSlots:
+        """The long-lived streams this worker holds, against its share of threads."""
+        return StreamSlots(self.settings.stream_share, self.settings.worker_threads)
 
 
 class MCP(ResourcesAndPromptsMixin, SkillsMixin):

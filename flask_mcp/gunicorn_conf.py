@@ -14,6 +14,12 @@ the 8th stream starves them). For many long-lived listen streams use
 ``-k gevent --worker-connections 1000`` (``pip install "flask-mcp[gevent]"``),
 where CPU-bound tools stall the whole worker.
 
+Reserve: listen and resumed streams may hold at most ``MCP_STREAM_SHARE`` (half
+by default) of a worker's threads; further ones get 503 + Retry-After, so the
+other threads always answer ordinary requests. A client that leaves frees its
+stream's thread within ``MCP_SSE_PROBE_INTERVAL`` (0.5 s). Sizing:
+docs/streams.md.
+
 Timeouts: idle streams send a keep-alive comment every ``MCP_SSE_HEARTBEAT``
 seconds; with gthread the worker timeout only guards the master-worker
 heartbeat. On shutdown, open streams are cut after ``graceful_timeout``;

@@ -3,9 +3,10 @@ its own while the response relays what it emits.
 
 The answer is plain JSON when the result comes first; it becomes an event
 stream as soon as a message (progress, a log line, a request to the client)
-must precede the result. Idle streams get heartbeat comments, which is also how
-a client that went away is noticed (the next write fails and the generator is
-closed): for a 2026-07-28 request that is a cancellation.
+must precede the result. Idle streams get heartbeat comments, and every
+``probe`` seconds their client's connection is looked at (:mod:`.peer`), so a
+client that went away frees the stream's thread within about a second: for a
+2026-07-28 request that is a cancellation.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Response, copy_current_request_context
+from flask import Response, copy_current_request_context, request
 
 from . import sse
+from .peer import Peer
 from .protocol import jsonrpc
 from .protocol.bus import EVENTS_CHANNEL, MessageBus
 from .protocol.errors import InternalError
@@ -60,12 +62,48 @@ class _LetGo:
 
 @dataclass(frozen=True, slots=True)
 class StreamOptions:
-    """How the HTTP layer streams: heartbeat period, and for resumable streams
-    the client's reconnection delay and when a long connection is let go."""
+    """How the HTTP layer streams: heartbeat period, how often an idle stream
+    looks for its client, and for resumable streams the client's reconnection
+    delay and when a long connection is let go."""
 
     heartbeat: float
     retry_ms: int = 1000
     poll_after: float | None = None
+    probe: float = 0.5
+
+
+class _Idle:
+    """What an idle stream does at each of its wake-ups (every ``probe``
+    seconds): a heartbeat comment when one is due; otherwise a look at the
+    client's connection, or, where the connection cannot be looked at, a short
+    comment (a write is how a WSGI app learns the client left)."""
+
+    __slots__ = ("peer", "heartbeat", "probe", "_last_write", "_last_tick")
+
+    def __init__(self, peer: Peer | None, heartbeat: float, probe: float) -> None:
+        self.peer = peer
+        self.heartbeat = heartbeat
+        self.probe = min(probe, heartbeat)
+        self._last_write = self._last_tick = time.monotonic()
+
+    def wrote(self) -> None:
+        self._last_write = time.monotonic()
+
+    def due(self) -> bool:
+        """Whether a wake-up's work is due although the stream was not idle
+        (it received things it did not send on)."""
+        return time.monotonic() - self._last_tick >= self.probe
+
+    def tick(self) -> bytes | None:
+        """The bytes to write now (``b""``: none), or ``None`` when the client is gone."""
+        now = self._last_tick = time.monotonic()
+        if now - self._last_write >= self.heartbeat - 0.001:
+            self._last_write = now
+            return sse.comment("keep-alive")
+        if self.peer is not None and self.peer.observable:
+            return None if self.peer.gone() else b""
+        self._last_write = now
+        return sse.comment()
 
 
 _Item = _Message | _Done | _LetGo
@@ -118,16 +156,40 @@ def respond(
             outbox.put(_Done(outcome, final_id))
 
     threading.Thread(target=work, name="flask-mcp-request", daemon=True).start()
-    first = outbox.get()
+    peer = Peer(request.environ)
+    first = _first(outbox, peer, options.probe)
+    if first is None:  # the client left before anything was sent
+        closed.set()
+        return _cancelled_reply_response()
     if isinstance(first, _Done):  # nothing came before the result: plain JSON, nothing recorded
         return render(first.reply or _cancelled_reply())
     priming = sse.priming(event_id(recorder.stream_id, 0), options.retry_ms) if recorder is not None else None
+    idle = _Idle(peer, options.heartbeat, options.probe)
     return Response(
-        _relay(first, outbox, closed, options, priming),
+        _relay(first, outbox, closed, options, priming, idle),
         status=200,
         headers=sse.SSE_HEADERS,
         mimetype=EVENT_STREAM,
     )
+
+
+def _first(outbox: queue.SimpleQueue[_Item], peer: Peer, probe: float) -> _Item | None:
+    """The request's first item; ``None`` if its client left first (looked
+    at every ``probe`` seconds where the connection can be looked at)."""
+    if not peer.observable:
+        return outbox.get()
+    while True:
+        try:
+            return outbox.get(timeout=probe)
+        except queue.Empty:
+            if peer.gone():
+                return None
+
+
+def _cancelled_reply_response() -> Response:
+    response = Response(status=_cancelled_reply().status)
+    del response.headers["Content-Type"]
+    return response
 
 
 def _relay(
@@ -136,6 +198,7 @@ def _relay(
     closed: threading.Event,
     options: StreamOptions,
     priming: bytes | None,
+    idle: _Idle,
 ) -> Iterator[bytes]:
     """The event stream: messages as they come, heartbeats while idle, then the
     result. Closing it early (the client left) tells the request. A resumable
@@ -147,7 +210,11 @@ def _relay(
         item: _Item | None = first
         while True:
             if item is None:
-                yield sse.comment("keep-alive")
+                out = idle.tick()
+                if out is None:
+                    return  # the client left
+                if out:
+                    yield out
             elif isinstance(item, _Done):
                 if item.reply is not None and item.reply.body is not None:
                     yield sse.event(jsonrpc.encode(item.reply.body), event_id=item.event_id)
@@ -157,11 +224,12 @@ def _relay(
                 return
             else:
                 yield sse.event(jsonrpc.encode(item.message), event_id=item.event_id)
+                idle.wrote()
             if deadline is not None and time.monotonic() >= deadline:
                 yield sse.retry(options.retry_ms)  # the rest waits in the event log
                 return
             try:
-                item = outbox.get(timeout=_wait(options, deadline))
+                item = outbox.get(timeout=_wait(idle.probe, deadline))
             except queue.Empty:
                 item = None
     finally:
@@ -172,11 +240,11 @@ def _deadline(options: StreamOptions) -> float | None:
     return None if options.poll_after is None else time.monotonic() + options.poll_after
 
 
-def _wait(options: StreamOptions, deadline: float | None) -> float:
-    """How long to wait for the next item: a heartbeat period, or less before the deadline."""
+def _wait(period: float, deadline: float | None) -> float:
+    """How long to wait for the next item: until the next wake-up, or less before the deadline."""
     if deadline is None:
-        return options.heartbeat
-    return max(0.0, min(options.heartbeat, deadline - time.monotonic()))
+        return period
+    return max(0.0, min(period, deadline - time.monotonic()))
 
 
 def _never() -> bool:
@@ -192,16 +260,22 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
     """A ``GET`` with ``Last-Event-ID``: what the stream still owed, from the
     event log, then its live events (the request may still be running on any
     worker) until its result."""
-    events = follow(log, bus, where, idle=options.heartbeat)
+    idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
+    events = follow(log, bus, where, idle=idle.probe)
 
     def stream() -> Iterator[bytes]:
         deadline = _deadline(options)
         try:
             for item in events:
                 if item is None:
-                    yield sse.comment("keep-alive")
+                    out = idle.tick()
+                    if out is None:
+                        return  # the client left
+                    if out:
+                        yield out
                 else:
                     yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
+                    idle.wrote()
                 if deadline is not None and time.monotonic() >= deadline:
                     yield sse.retry(options.retry_ms)
                     return
@@ -214,23 +288,30 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
     return Response(stream(), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
 
-def listen(subscription: Listen, bus: MessageBus, *, heartbeat: float) -> Response:
+def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Response:
     """A ``subscriptions/listen`` stream: the acknowledgement, then the change
-    notifications it asked for, published by any worker, until the client leaves."""
+    notifications it asked for, published by any worker, until the client
+    leaves (noticed within ``options.probe`` seconds)."""
     # Subscribe before answering, so nothing published after the ack is missed.
     events = bus.subscribe([EVENTS_CHANNEL])
+    idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
 
     def stream() -> Iterator[bytes]:
         try:
             yield sse.event(jsonrpc.encode(subscription.acknowledgement()))
+            idle.wrote()
             while True:
-                item = events.get(heartbeat)
-                if item is None:
-                    yield sse.comment("keep-alive")
-                    continue
-                notification = subscription.notification_for(item[1])
+                item = events.get(idle.probe)
+                notification = None if item is None else subscription.notification_for(item[1])
                 if notification is not None:
                     yield sse.event(jsonrpc.encode(notification))
+                    idle.wrote()
+                elif item is None or idle.due():  # idle, or busy with events for other streams
+                    out = idle.tick()
+                    if out is None:
+                        return  # the client left
+                    if out:
+                        yield out
         finally:
             events.close()
 

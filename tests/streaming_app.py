@@ -106,6 +106,29 @@ def slow(ctx: Context) -> dict[str, Any]:
     return {"steps": steps, "pid": os.getpid()}
 
 
+@mcp.tool
+def quiet(ctx: Context) -> dict[str, Any]:
+    """Works for 10 s without a word (looking for a cancellation every 50 ms);
+    writes a marker when it stops."""
+    started = time.time()
+    outcome = "finished"
+    try:
+        while time.time() - started < SLOW_SECONDS:
+            ctx.check_cancelled()
+            time.sleep(SLOW_BEAT)
+    except BaseException as exc:  # RequestCancelled is a BaseException
+        outcome = type(exc).__name__
+        raise
+    finally:
+        path = _marker_path(ctx.request_id)
+        if path is not None:
+            record = {"outcome": outcome, "started": started, "stopped": time.time(), "pid": os.getpid()}
+            partial = path.with_suffix(".tmp")
+            partial.write_text(json.dumps(record))
+            partial.replace(path)
+    return {"pid": os.getpid()}
+
+
 def _temporary() -> str:
     """A tool that exists for a moment only."""
     return "temporary"

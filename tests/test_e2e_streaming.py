@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -550,6 +551,50 @@ def test_a_legacy_cancellation_stops_the_call_at_its_next_context_call(cluster: 
     assert marker["pid"] == holder
     assert marker["stopped"] - sent < 2.0, f"stopped {marker['stopped'] - sent:.2f} s after the cancellation"
     assert marker["stopped"] - marker["started"] < 5.0, marker
+    session.end()
+    assert_clean_log(cluster)
+
+
+@pytest.mark.parametrize("through", ["other-worker", "same-worker"])
+def test_a_legacy_call_answered_as_plain_json_is_cancelled_too(cluster: Cluster, through: str) -> None:
+    """``slow`` without a progress token answers as plain JSON (nothing streams);
+    ``notifications/cancelled`` sent to the other (or the same) worker stops it
+    within a second, and the POST gets no result: ``202``, empty."""
+    session = LegacySession(cluster.url, {})
+    request_id = f"plain-{uuid.uuid4().hex}"
+    holder = pin(cluster, lambda pid: True, "any worker")
+    answer: list[tuple[int, str, bytes]] = []
+    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "slow", "arguments": {}}}
+    caller = threading.Thread(target=lambda: answer.append(holder.post(call, session.headers)))
+    until = time.monotonic() + SCENARIO
+    try:
+        caller.start()
+        time.sleep(0.5)  # the call is running in the holder's worker
+        if through == "other-worker":
+            connection = pin(cluster, lambda pid: pid != holder.pid, f"a worker other than {holder.pid}")
+        else:
+            connection = pin(cluster, lambda pid: pid == holder.pid, f"worker {holder.pid}")
+        try:
+            sent = time.time()
+            status, _, body = connection.post(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                 "params": {"requestId": request_id, "reason": "the e2e test changed its mind"}},
+                session.headers,
+            )
+            assert status == 202, (status, body[:500])
+        finally:
+            connection.close()
+        assert (connection.pid != holder.pid) == (through == "other-worker")
+        caller.join(max(until - time.monotonic(), 0))
+        assert not caller.is_alive(), "the cancelled call never answered"
+    finally:
+        holder.close()
+    status, content_type, body = answer[0]
+    assert (status, body) == (202, b""), (status, content_type, body[:500])
+    marker = wait_for_marker(cluster.markers / f"{request_id}.json", until)
+    assert marker["outcome"] == "RequestCancelled", marker
+    assert marker["pid"] == holder.pid
+    assert marker["stopped"] - sent < 1.0, f"stopped {marker['stopped'] - sent:.2f} s after the cancellation"
     session.end()
     assert_clean_log(cluster)
 

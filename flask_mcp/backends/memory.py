@@ -185,6 +185,11 @@ class MemorySubscription(Subscription):
             self._pending.append((channel, message))
             self._ready.notify()
 
+    def ready(self) -> bool:
+        """Whether :meth:`get` has something at once (no lock: a hint for
+        readers that poll often and mostly find nothing)."""
+        return bool(self._pending)
+
     def get(self, timeout: float) -> tuple[str, Message] | None:
         deadline = time.monotonic() + max(timeout, 0.0)
         with self._ready:

@@ -8,6 +8,8 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 #: Channels the server uses, so every worker agrees on the names.
 EVENTS_CHANNEL = "flask-mcp:events"
+#: Every legacy session's ``notifications/cancelled`` (see ``cancellation.py``).
+CANCELLATIONS_CHANNEL = "flask-mcp:cancellations"
 
 
 def reply_channel(session_id: str, request_id: str | int) -> str:
@@ -15,9 +17,6 @@ def reply_channel(session_id: str, request_id: str | int) -> str:
     return f"flask-mcp:reply:{session_id}:{request_id}"
 
 
-def cancel_channel(session_id: str) -> str:
-    """Where a legacy session's ``notifications/cancelled`` are published."""
-    return f"flask-mcp:cancel:{session_id}"
 
 
 Message = dict[str, Any]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from .bus import MessageBus, Subscription, cancel_channel
+from .bus import MessageBus
+from .cancellation import Cancellations, Watch
 from .request_info import RequestCancelled, RequestInfo
 from .session import StoreUnavailable
 from .transport import Emit, EndConnection, Reply, discard, store_unavailable
@@ -36,6 +37,7 @@ def run_deferred(
     emit: Emit | None,
     stream_closed: Callable[[], bool],
     end_connection: EndConnection | None = None,
+    cancellations: Cancellations | None = None,
 ) -> Reply | None:
     """Run ``answer`` with ``request`` wired to the stream; ``None`` when the
     request was cancelled (then nothing more is sent for it)."""
@@ -44,15 +46,23 @@ def run_deferred(
     if end_connection is not None:
         request.end_connection = end_connection
     request.bus = bus
-    subscription = None
-    if request.session is not None and bus is not None:
-        try:
-            subscription = bus.subscribe([cancel_channel(request.session.id)])
-        except StoreUnavailable:
-            logger.warning("No cancellation for this call: the message bus is unavailable")
     # A dropped stream cancels a 2026-07-28 request; a legacy client cancels
     # with notifications/cancelled (which may reach another worker).
-    request.is_cancelled = _cancellation(request, subscription, stream_closed)
+    if request.revision.stateless:
+        request.is_cancelled = stream_closed
+        return run_cancellable(answer, request)
+    return run_cancellable(answer, request, cancellations)
+
+
+def run_cancellable(
+    answer: Callable[[], Reply], request: RequestInfo, cancellations: Cancellations | None = None
+) -> Reply | None:
+    """Run ``answer``; ``None`` when the request was cancelled meanwhile. With
+    ``cancellations`` (a legacy session's call), ``notifications/cancelled``
+    from any worker sets ``request.is_cancelled``; otherwise it is left as set."""
+    watch = _watch(request, cancellations)
+    if watch is not None:
+        request.is_cancelled = watch.is_cancelled
     try:
         reply = answer()
     except RequestCancelled:
@@ -60,31 +70,16 @@ def run_deferred(
     except StoreUnavailable as exc:
         return store_unavailable(exc, request.request_id)
     finally:
-        if subscription is not None:
-            subscription.close()
+        if watch is not None:
+            watch.close()
     return None if request.is_cancelled() else reply
 
 
-def _cancellation(
-    request: RequestInfo, subscription: Subscription | None, stream_closed: Callable[[], bool]
-) -> Callable[[], bool]:
-    """The request's ``is_cancelled`` check: polls the bus without waiting."""
-    cancelled = False
-
-    def is_cancelled() -> bool:
-        nonlocal cancelled
-        if cancelled:
-            return True
-        if request.revision.stateless and stream_closed():
-            cancelled = True
-        while subscription is not None and not cancelled:
-            try:
-                item = subscription.get(0)
-            except StoreUnavailable:
-                break
-            if item is None:
-                break
-            cancelled = item[1].get("requestId") == request.request_id
-        return cancelled
-
-    return is_cancelled
+def _watch(request: RequestInfo, cancellations: Cancellations | None) -> Watch | None:
+    if cancellations is None or request.session is None or request.request_id is None:
+        return None
+    try:
+        return cancellations.watch(request.session.id, request.request_id)
+    except StoreUnavailable:
+        logger.warning("No cancellation for this call: the message bus is unavailable")
+        return None

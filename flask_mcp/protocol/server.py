@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import jsonrpc
-from .bus import MessageBus, cancel_channel, reply_channel
-from .deferred import STREAMABLE_METHODS, may_stream, run_deferred
+from .bus import MessageBus, reply_channel
+from .cancellation import Cancellations
+from .deferred import STREAMABLE_METHODS, may_stream, run_cancellable, run_deferred
 from .errors import (
     BadProtocolVersionHeader,
     HeaderMismatch,
@@ -74,6 +75,8 @@ class Server:
         self.info = info
         self.sessions = sessions
         self.bus = bus
+        #: Legacy ``notifications/cancelled``, heard by the worker running the call.
+        self.cancellations = Cancellations(bus) if bus is not None else None
         #: Resumable streams need both the log and the bus (to follow a stream live).
         self.events = events if bus is not None else None
         self.clock = clock
@@ -178,8 +181,13 @@ class Server:
             deleted = session is not None and self.sessions.delete(session.id)
         except StoreUnavailable as exc:
             return store_unavailable(exc)
-        if not deleted:
+        if session is None or not deleted:
             return self._error_reply(None, SessionNotFound(), 404)
+        if self.cancellations is not None:
+            try:
+                self.cancellations.end_session(session.id)
+            except StoreUnavailable as exc:  # the session is gone all the same; its calls time out
+                logger.warning("Could not cancel the calls of ended session: %s", exc)
         return Reply(200)
 
     # ------------------------------------------------------------------ eras
@@ -272,10 +280,10 @@ class Server:
         if message.method == "notifications/initialized" and not session.initialized:
             session.initialized = True
             self.sessions.save(session)
-        elif message.method == "notifications/cancelled" and self.bus is not None:
+        elif message.method == "notifications/cancelled" and self.cancellations is not None:
             request_id = message.params.get("requestId")
-            if isinstance(request_id, (str, int)):
-                self.bus.publish(cancel_channel(session.id), {"requestId": request_id})
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                self.cancellations.publish(session.id, request_id)
 
     def _handle_batch(self, items: list[Any], incoming: Incoming) -> Reply:
         """JSON-RPC batches exist only in 2025-03-26."""
@@ -349,14 +357,20 @@ class Server:
         """Run the method; every failure becomes a JSON-RPC error message with
         the HTTP status (and headers) it calls for. With ``defer``, a request
         that may stream is handed back to the HTTP layer to run instead."""
-        if defer and request.method in STREAMABLE_METHODS and may_stream(request):
+        if defer and request.method in STREAMABLE_METHODS:
+            if may_stream(request):
 
-            def run(emit: Emit | None, closed: Callable[[], bool], end: EndConnection | None) -> Reply | None:
-                return run_deferred(lambda: self._answer(message, request), request, self.bus, emit, closed, end)
+                def run(emit: Emit | None, closed: Callable[[], bool], end: EndConnection | None) -> Reply | None:
+                    return run_deferred(lambda: self._answer(message, request), request, self.bus, emit, closed,
+                                        end, self.cancellations)
 
-            session = request.session
-            resumable = session is not None and request.revision.resumable_streams and self.events is not None
-            return Reply(200, deferred=run, resumable_session=session.id if session and resumable else None)
+                session = request.session
+                resumable = session is not None and request.revision.resumable_streams and self.events is not None
+                return Reply(200, deferred=run, resumable_session=session.id if session and resumable else None)
+            if request.session is not None and self.cancellations is not None:
+                # Answered as plain JSON, and still cancellable: a cancelled call gets no answer.
+                reply = run_cancellable(lambda: self._answer(message, request), request, self.cancellations)
+                return Reply(202) if reply is None else reply
         handler = self._handlers.get(message.method)
         try:
             if handler is None or message.method not in request.revision.core_methods:

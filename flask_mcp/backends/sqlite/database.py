@@ -69,7 +69,13 @@ class SqliteDatabase:
     turns every SQLite/OS fault into :class:`BackendUnavailable`."""
 
     #: Idle connections kept per process (more are closed when given back).
-    MAX_IDLE = 32
+    MAX_IDLE = 16
+    #: Each connection's page cache, in KiB. SQLite keeps what a connection
+    #: read until it closes: at its default (2000 KiB) a pool of pooled
+    #: connections on a file grown large (many sessions) held 65 MB per
+    #: process for 32 of them. The OS caches the file as well, and the session
+    #: store keeps the records it reads, so a small cache costs little.
+    CACHE_KIB = 1024
 
     def __init__(self, path: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
         self.path = os.path.abspath(path)
@@ -201,6 +207,7 @@ class SqliteDatabase:
             # NORMAL is durable against a process crash in WAL mode (only a
             # power loss can drop the last transactions).
             connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(f"PRAGMA cache_size=-{int(self.CACHE_KIB)}")
             # SQLite quietly opens an unwritable file read-only; such a connection,
             # kept for the thread's life, would fail writes after the file is fixed.
             connection.execute("BEGIN IMMEDIATE")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -69,6 +70,11 @@ class SqliteSessionStore:
     cache_max_age = 1.0
     #: Records kept per process (the oldest is dropped past this).
     cache_size = 4096
+    #: Characters of record text kept per process: clients choose what their
+    #: records hold (client info, capabilities), so a count alone bounds nothing.
+    cache_chars = 4 * 1024 * 1024
+    #: A record longer than this is not kept at all (it is read each time).
+    cache_record_max = 64 * 1024
 
     def __init__(
         self,
@@ -90,6 +96,8 @@ class SqliteSessionStore:
         self._last_prune: float | None = None
         #: session id -> (stamp read before the record, read at, last_seen, record)
         self._cached: dict[str, tuple[int, float, float, str]] = {}
+        self._cached_chars = 0
+        self._cache_lock = threading.Lock()  # for changes only: reads look up the dict without it
         self._stamps: ChangeStamps | None = None
         self._stamps_opened = False
 
@@ -136,7 +144,7 @@ class SqliteSessionStore:
 
             found = self._retried(get)
             if found is None:
-                self._cached.pop(session_id, None)
+                self._uncache(session_id)
                 return None
             record, last_seen = found
             if stamps is not None and self.cache_max_age > 0:
@@ -228,19 +236,35 @@ class SqliteSessionStore:
     def _changed(self, session_id: str) -> None:
         """After a committed write: stamp the session, so every process's
         cached copy of it is read again, and drop this process's own."""
-        self._cached.pop(session_id, None)
+        self._uncache(session_id)
         stamps = self._stamps if self._stamps_opened else self._open_stamps()
         if stamps is not None:
             stamps.bump(session_id)
 
     def _cache(self, session_id: str, entry: tuple[int, float, float, str]) -> None:
+        """Keep a record, dropping the oldest ones past ``cache_size`` records
+        or ``cache_chars`` characters."""
+        size = len(entry[3])
+        if size > self.cache_record_max:
+            self._uncache(session_id)
+            return
         cached = self._cached
-        if len(cached) >= self.cache_size and session_id not in cached:
-            try:
-                cached.pop(next(iter(cached)), None)  # the oldest entry
-            except (RuntimeError, StopIteration):  # another thread changed the dict meanwhile
-                pass
-        cached[session_id] = entry
+        with self._cache_lock:
+            old = cached.pop(session_id, None)
+            if old is not None:
+                self._cached_chars -= len(old[3])
+            while cached and (len(cached) >= self.cache_size or self._cached_chars + size > self.cache_chars):
+                self._cached_chars -= len(cached.pop(next(iter(cached)))[3])  # the oldest entry
+            cached[session_id] = entry
+            self._cached_chars += size
+
+    def _uncache(self, session_id: str) -> None:
+        if session_id not in self._cached:
+            return
+        with self._cache_lock:
+            old = self._cached.pop(session_id, None)
+            if old is not None:
+                self._cached_chars -= len(old[3])
 
     def _open_stamps(self) -> ChangeStamps | None:
         """The stamps file beside the database, once it exists (its folder is made with it)."""

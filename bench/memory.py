@@ -1,0 +1,367 @@
+"""Whether a worker's memory stays flat under a long mixed workload.
+
+Starts the conformance fixture app (tests/conformance/app.py) under
+``gunicorn -w 2 -k gthread --threads 8`` on the default SQLite backend (a fresh
+file), then sends ``--requests`` mixed requests from ``--clients`` keep-alive
+connections: legacy sessions created, used (tools/list, tools/call, resources,
+prompts, completions, ping, logging/setLevel) and deleted, 2026-07-28 stateless
+calls, and a few requests that must fail (unknown session, bad JSON, unknown
+method). Every answer's status is checked. It reads each worker's ``VmRSS``
+after ``--warmup`` requests and at the end, and fails (exit status 1) when a
+worker grew by more than ``--limit-mb``.
+
+    python3 bench/memory.py                        # 50 000 requests, RSS after 5 000 vs. after 50 000
+    python3 bench/memory.py --requests 20000 --warmup 2000
+    python3 bench/memory.py --tracemalloc top.txt  # where the growth is allocated (slower)
+
+``--tracemalloc FILE`` starts tracemalloc in each worker (a gunicorn config
+hook) and writes the allocation sites that grew most between the warm-up and
+the end to FILE. Loopback only; the server is started here and stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = "tests.conformance.app:app"
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "bench-memory", "version": "1.0"},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+}
+
+#: The gunicorn config of ``--tracemalloc``: each worker traces its allocations
+#: and writes a snapshot after its ``MEMBENCH_MARKS`` requests (comma-separated).
+TRACE_CONF = '''
+import os, threading, tracemalloc
+_count = 0
+_lock = threading.Lock()
+_marks = [int(m) for m in os.environ["MEMBENCH_MARKS"].split(",")]
+
+def post_worker_init(worker):
+    tracemalloc.start(int(os.environ.get("MEMBENCH_FRAMES", "8")))
+
+def post_request(worker, req, environ, resp):
+    global _count
+    with _lock:
+        _count += 1
+        count = _count
+    if count in _marks:
+        tracemalloc.take_snapshot().dump(os.path.join(os.environ["MEMBENCH_DIR"], f"{os.getpid()}-{count}.snap"))
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """gunicorn of the fixture app, two gthread workers, stopped by its PID."""
+
+    def __init__(self, folder: Path, threads: int, trace_marks: list[int] | None) -> None:
+        self.port = free_port()
+        self.folder = folder
+        env = {**os.environ, "FLASK_MCP_BACKEND": f"sqlite:///{folder / 'sessions.sqlite3'}",
+               "MEMBENCH_DIR": str(folder)}
+        args = [sys.executable, "-m", "gunicorn", APP, "-b", f"127.0.0.1:{self.port}", "-w", "2",
+                "-k", "gthread", "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning"]
+        if trace_marks is not None:
+            conf = folder / "trace_conf.py"
+            conf.write_text(TRACE_CONF)
+            env["MEMBENCH_MARKS"] = ",".join(map(str, trace_marks))
+            args += ["-c", str(conf)]
+        self.log = (folder / "gunicorn.log").open("wb")
+        self.process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+            try:
+                connection.request("GET", "/mcp/health")
+                if connection.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            finally:
+                connection.close()
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.stop()
+                raise RuntimeError("gunicorn did not start:\n" + (folder / "gunicorn.log").read_text())
+            time.sleep(0.1)
+        while len(self.workers()) != 2:
+            time.sleep(0.05)
+
+    def workers(self) -> list[int]:
+        children: list[int] = []
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            try:
+                children += [int(p) for p in (task / "children").read_text().split()]
+            except FileNotFoundError:
+                continue
+        return sorted(children)
+
+    def status(self, field: str) -> dict[int, int]:
+        """One numeric field of each worker's /proc status (``VmRSS`` in kB, ``Threads``)."""
+        values = {}
+        for pid in self.workers():
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    values[pid] = int(line.split()[1])
+        return values
+
+    def rss_mb(self) -> dict[int, float]:
+        return {pid: kb / 1024 for pid, kb in self.status("VmRSS").items()}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+class Client:
+    """One keep-alive connection sending the mixed workload; every answer's status is checked."""
+
+    def __init__(self, port: int, count: Callable[[], int], number: int, keep_sessions: bool = False) -> None:
+        self.port = port
+        self.count = count
+        self.number = number
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.ids = itertools.count()
+        #: Leave sessions to expire instead of deleting them (the session table grows).
+        self.keep_sessions = keep_sessions
+
+    def send(self, method: str, body: Any, headers: dict[str, str], expect: int) -> tuple[dict[str, str], bytes]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        for attempt in range(2):
+            try:
+                self.connection.request(method, "/mcp", body=data if method != "DELETE" else None, headers=headers)
+                response = self.connection.getresponse()
+                payload = response.read()
+                break
+            except (http.client.HTTPException, OSError):  # the server closed a kept-alive connection
+                self.connection.close()
+                if attempt:
+                    raise
+        if response.status != expect:
+            raise AssertionError(f"{method} {body!r}: expected {expect}, got {response.status}: {payload[:300]!r}")
+        self.count()
+        return dict(response.getheaders()), payload
+
+    def legacy(self, method: str, params: dict[str, Any], session: str, expect: int = 200) -> bytes:
+        body = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
+        headers = {**JSON_HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}
+        return self.send("POST", body, headers, expect)[1]
+
+    def modern(self, method: str, params: dict[str, Any], name: str | None = None) -> bytes:
+        body = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": {**params, "_meta": META}}
+        headers = {**JSON_HEADERS, "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+        if name is not None:
+            headers["Mcp-Name"] = name
+        return self.send("POST", body, headers, 200)[1]
+
+    def round(self, n: int) -> None:
+        """One legacy session from initialize to DELETE, stateless calls, and failures."""
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": LEGACY, "capabilities": {},
+                           "clientInfo": {"name": f"bench-memory-{self.number}", "version": str(n)}}}
+        headers, _ = self.send("POST", init, JSON_HEADERS, 200)
+        session = headers["Mcp-Session-Id"]
+        session_headers = {**JSON_HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}
+        self.send("POST", {"jsonrpc": "2.0", "method": "notifications/initialized"}, session_headers, 202)
+        self.legacy("tools/list", {}, session)
+        self.legacy("tools/call", {"name": "greet", "arguments": {"name": f"user {n}"}}, session)
+        self.legacy("tools/call", {"name": "test_simple_text", "arguments": {}}, session)
+        self.legacy("resources/read", {"uri": f"test://template/{n}/data"}, session)
+        self.legacy("prompts/get", {"name": "test_prompt_with_arguments",
+                                    "arguments": {"arg1": str(n), "arg2": "b"}}, session)
+        self.legacy("completion/complete", {"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                                            "argument": {"name": "arg1", "value": "pa"}}, session)
+        self.legacy("resources/subscribe", {"uri": "test://watched-resource"}, session)
+        self.legacy("resources/unsubscribe", {"uri": "test://watched-resource"}, session)
+        self.legacy("logging/setLevel", {"level": "warning"}, session)
+        self.legacy("tools/call", {"name": "test_logging_tool", "arguments": {}}, session)  # an event stream
+        self.legacy("nonexistent/method", {}, session)  # -32601
+        self.legacy("ping", {}, session)
+        if not self.keep_sessions:
+            self.send("DELETE", None, session_headers, 200)
+            self.legacy("ping", {}, session, expect=404)  # the session is gone
+        self.modern("tools/call", {"name": "greet", "arguments": {"name": f"stateless {n}"}}, "greet")
+        self.modern("tools/list", {})
+        self.modern("resources/read", {"uri": f"test://template/s{n}/data"}, f"test://template/s{n}/data")
+        self.modern("server/discover", {})
+        self.modern("tools/call", {"name": "test_input_required_result_elicitation", "arguments": {}},
+                    "test_input_required_result_elicitation")  # an input_required result
+        if n % 10 == 0 and self.number == 0:  # one client: the fixture's tool adds and removes a fixed name
+            self.modern("tools/call", {"name": "test_trigger_tool_change", "arguments": {}}, "test_trigger_tool_change")
+        self.send("POST", b'{"jsonrpc": "2.0", "id": 1, "method": ', JSON_HEADERS, 400)  # a parse error
+        if n % 5 == 0:
+            self.abandon(n)
+
+    def abandon(self, n: int) -> None:
+        """A client that asks for a tool which questions it, reads the question,
+        then goes away without answering and ends its session."""
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+                           "clientInfo": {"name": f"bench-memory-abandon-{self.number}", "version": str(n)}}}
+        headers, _ = self.send("POST", init, JSON_HEADERS, 200)
+        session_headers = {**JSON_HEADERS, "Mcp-Session-Id": headers["Mcp-Session-Id"],
+                           "MCP-Protocol-Version": "2025-06-18"}
+        self.send("POST", {"jsonrpc": "2.0", "method": "notifications/initialized"}, session_headers, 202)
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "test_elicitation", "arguments": {"message": f"Who are you, {n}?"}}}
+        stream = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            stream.request("POST", "/mcp", body=json.dumps(call).encode(), headers=session_headers)
+            response = stream.getresponse()
+            assert response.status == 200, response.status
+            while b"elicitation/create" not in response.readline():
+                pass
+        finally:
+            stream.close()
+        self.count()
+        if not self.keep_sessions:
+            self.send("DELETE", None, session_headers, 200)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callable[[int], None],
+          keep_sessions: bool = False) -> float:
+    """Send at least ``total`` requests; ``on_mark(n)`` runs (once) when ``n`` requests are done."""
+    lock = threading.Lock()
+    done = 0
+    pending = sorted(marks)
+    failures: list[BaseException] = []
+
+    def count() -> int:
+        nonlocal done
+        with lock:
+            done += 1
+            while pending and done >= pending[0]:
+                on_mark(pending.pop(0))
+            return done
+
+    def work(number: int) -> None:
+        client = Client(port, count, number, keep_sessions)
+        try:
+            for n in itertools.count():
+                if done >= total or failures:
+                    return
+                client.round(n * clients + number)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failures.append(exc)
+        finally:
+            client.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return time.monotonic() - started
+
+
+def report_growth(folder: Path, first: int, last: int, out: Path) -> None:
+    """The allocation sites that grew most in each worker between its two snapshots."""
+    import tracemalloc
+
+    lines = []
+    for before_path in sorted(folder.glob(f"*-{first}.snap")):
+        pid = before_path.name.split("-")[0]
+        after_path = folder / f"{pid}-{last}.snap"
+        if not after_path.exists():
+            continue
+        before = tracemalloc.Snapshot.load(str(before_path))
+        after = tracemalloc.Snapshot.load(str(after_path))
+        stats = after.compare_to(before, "traceback")
+        lines.append(f"== worker {pid}: requests {first} -> {last}, "
+                     f"traced {sum(s.size for s in before.statistics('filename')) / 1e6:.1f} MB -> "
+                     f"{sum(s.size for s in after.statistics('filename')) / 1e6:.1f} MB")
+        for stat in stats[:25]:
+            lines.append(f"{stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks")
+            lines.extend("      " + line for line in stat.traceback.format()[-16:])
+    out.write_text("\n".join(lines) + "\n")
+    print(f"tracemalloc growth written to {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=50_000)
+    parser.add_argument("--warmup", type=int, default=5_000)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--limit-mb", type=float, default=20.0)
+    parser.add_argument("--keep-sessions", action="store_true",
+                        help="never DELETE sessions (they stay in the store until they expire)")
+    parser.add_argument("--report-every", type=int, default=5_000, help="print RSS and threads every N requests")
+    parser.add_argument("--tracemalloc", type=Path, metavar="FILE")
+    args = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="flask-mcp-memory-"))
+    per_worker_marks = [args.warmup // 2, args.requests // 2 - 200] if args.tracemalloc else None
+    server = Server(folder, args.threads, per_worker_marks)
+    readings: dict[int, dict[int, float]] = {}
+    try:
+        def mark(n: int) -> None:
+            readings[n] = server.rss_mb()
+            threads = server.status("Threads")
+            print(f"after {n:6d} requests: " + ", ".join(
+                f"worker {pid} {rss:.1f} MB {threads.get(pid)} threads" for pid, rss in sorted(readings[n].items())),
+                flush=True)
+
+        marks = sorted({args.warmup, *range(args.report_every, args.requests, args.report_every)})
+        elapsed = drive(server.port, args.requests, args.clients, marks, mark, args.keep_sessions)
+        time.sleep(0.5)
+        readings[args.requests] = server.rss_mb()
+    finally:
+        server.stop()
+    print(f"{args.requests} mixed requests in {elapsed:.1f} s ({args.requests / elapsed:.0f}/s), "
+          f"2 gthread workers x {args.threads} threads, SQLite backend")
+    grown = {}
+    for pid in sorted(readings[args.requests]):
+        start, end = readings[args.warmup].get(pid), readings[args.requests][pid]
+        if start is None:
+            continue
+        grown[pid] = end - start
+        print(f"worker {pid}: RSS {start:.1f} MB after {args.warmup} requests, {end:.1f} MB after "
+              f"{args.requests} ({end - start:+.1f} MB)")
+    if args.tracemalloc and per_worker_marks:
+        report_growth(folder, per_worker_marks[0], per_worker_marks[1], args.tracemalloc)
+    shutil.rmtree(folder, ignore_errors=True)
+    worst = max(grown.values(), default=0.0)
+    verdict = "flat" if worst <= args.limit_mb else "GREW"
+    print(f"{verdict}: largest growth {worst:+.1f} MB (limit {args.limit_mb:.0f} MB)")
+    sys.exit(0 if worst <= args.limit_mb else 1)
+
+
+if __name__ == "__main__":
+    main()

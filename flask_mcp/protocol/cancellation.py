@@ -1,0 +1,180 @@
+"""Legacy ``notifications/cancelled``, heard by whichever worker runs the call.
+
+A cancellation may reach any worker (or host) sharing the backend, so it goes
+over the message bus on one channel. Each process keeps a single subscription
+to it while calls are in flight, shared by all of them: a call registers its
+``(session, request id)`` and learns of its cancellation from a flag. A
+subscription per call would cost a connection (Redis) and a round trip on
+every ``tools/call``, answered as plain JSON or not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from .bus import CANCELLATIONS_CHANNEL, MessageBus, Subscription
+from .jsonrpc import RequestId
+from .session import StoreUnavailable
+
+logger = logging.getLogger("flask_mcp")
+
+_Key = tuple[str, str, RequestId]  # (session id, id's type name, id): 1 and "1" are different ids
+
+#: This process's id, kept current by an at-fork hook (``os.getpid()`` is a
+#: system call, and every watched call would make one).
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def _key(session_id: str, request_id: RequestId) -> _Key:
+    return (session_id, type(request_id).__name__, request_id)
+
+
+class Watch:
+    """One in-flight call's view of its cancellation (a context manager that
+    stops watching on exit)."""
+
+    __slots__ = ("_cancellations", "_key", "cancelled")
+
+    def __init__(self, cancellations: Cancellations, key: _Key) -> None:
+        self._cancellations = cancellations
+        self._key = key
+        #: Set once the client cancelled the call.
+        self.cancelled = False
+
+    def is_cancelled(self) -> bool:
+        """Whether the call was cancelled; reads what the bus delivered so far."""
+        if not self.cancelled:
+            self._cancellations.drain()
+        return self.cancelled
+
+    def close(self) -> None:
+        self._cancellations._forget(self)
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Cancellations:
+    """This process's subscription to legacy cancellations, shared by the calls
+    in flight. A background thread reads it every ``interval`` seconds (so
+    nothing piles up while no call looks) and closes it after ``idle_close``
+    seconds without calls; a call looking at its flag reads it at once."""
+
+    def __init__(self, bus: MessageBus, *, interval: float = 0.25, idle_close: float = 60.0) -> None:
+        self.bus = bus
+        self.interval = interval
+        self.idle_close = idle_close
+        self._lock = threading.Lock()
+        self._watches: dict[_Key, list[Watch]] = {}
+        self._subscription: Subscription | None = None
+        self._thread: threading.Thread | None = None
+        self._idle_since = time.monotonic()
+        self._pid = _pid
+
+    def publish(self, session_id: str, request_id: RequestId) -> None:
+        """Tell every worker that the session's client cancelled ``request_id``."""
+        self.bus.publish(CANCELLATIONS_CHANNEL, {"session": session_id, "requestId": request_id})
+
+    def end_session(self, session_id: str) -> None:
+        """Tell every worker that the session ended (``DELETE``): its calls in
+        flight are cancelled, as no answer of theirs can reach the client any
+        more (a question they wait on would hold its thread until it timed out)."""
+        self.bus.publish(CANCELLATIONS_CHANNEL, {"session": session_id, "ended": True})
+
+    def watch(self, session_id: str, request_id: RequestId) -> Watch:
+        """Start watching for the cancellation of one call. Raises
+        :class:`StoreUnavailable` when the bus cannot be subscribed to."""
+        watch = Watch(self, _key(session_id, request_id))
+        with self._lock:
+            if self._pid != _pid:  # forked: the parent's subscription and thread are not ours
+                self._watches, self._subscription, self._thread, self._pid = {}, None, None, _pid
+            if self._subscription is None:
+                # Before the call runs: a cancellation published from now on is delivered.
+                self._subscription = self.bus.subscribe([CANCELLATIONS_CHANNEL])
+            self._watches.setdefault(watch._key, []).append(watch)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="flask-mcp-cancellations", daemon=True)
+                self._thread.start()
+        return watch
+
+    def drain(self) -> None:
+        """Hand what the bus delivered to the calls it cancels."""
+        subscription = self._subscription
+        ready = getattr(subscription, "ready", None)  # the in-process queues say cheaply when they are empty
+        if subscription is None or (ready is not None and not ready()):
+            return
+        with self._lock:
+            subscription = self._subscription
+            while subscription is not None:
+                try:
+                    item = subscription.get(0)
+                except StoreUnavailable as exc:
+                    logger.warning("Cancellations cannot be heard for now: %s", exc)
+                    self._drop_subscription()
+                    return
+                if item is None:
+                    return
+                self._deliver(item[1])
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        session_id, request_id = message.get("session"), message.get("requestId")
+        if not isinstance(session_id, str):
+            return
+        if message.get("ended") is True:
+            for key, watches in self._watches.items():
+                if key[0] == session_id:
+                    for watch in watches:
+                        watch.cancelled = True
+            return
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            return
+        for watch in self._watches.get(_key(session_id, request_id), ()):
+            watch.cancelled = True
+
+    def _forget(self, watch: Watch) -> None:
+        with self._lock:
+            watches = self._watches.get(watch._key)
+            if watches is None or watch not in watches:
+                return
+            watches.remove(watch)
+            if not watches:
+                del self._watches[watch._key]
+                if not self._watches:
+                    self._idle_since = time.monotonic()
+
+    def _drop_subscription(self) -> None:
+        subscription, self._subscription = self._subscription, None
+        if subscription is not None:
+            try:
+                subscription.close()
+            except StoreUnavailable:
+                pass
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            self.drain()
+            with self._lock:
+                if self._thread is not threading.current_thread():
+                    return  # replaced after a fork
+                idle = not self._watches and time.monotonic() - self._idle_since >= self.idle_close
+                if idle or self._subscription is None:
+                    if idle:
+                        self._drop_subscription()
+                    self._thread = None
+                    return
