@@ -24,12 +24,12 @@ DEFAULTS: dict[str, Any] = {
     "MCP_SSE_HEARTBEAT": 15,  # seconds between keep-alive comments on an idle stream
     # Seconds between checks that an idle stream's client is still connected: a
     # client that left frees its thread within this (docs/streams.md).
-    "MCP_SSE_PROBE_INTERVAL": 0.5,
+    "MCP_SSE_PROBE_INTERVAL": 0.5,  # seconds between checks that an idle stream's client is still there
     # The share of a worker's threads that long-lived streams (subscriptions/listen,
     # resumed streams) may hold; past it, new ones get 503. The thread count is
     # MCP_WORKER_THREADS, else gunicorn's (None and outside gunicorn: no limit).
-    "MCP_STREAM_SHARE": 0.5,
-    "MCP_WORKER_THREADS": None,
+    "MCP_STREAM_SHARE": 0.5,  # share of a worker's threads long-lived streams may hold (past it: 503)
+    "MCP_WORKER_THREADS": None,  # a worker's thread count (None: gunicorn's; outside gunicorn, no limit)
     "MCP_CLIENT_TIMEOUT": 300,  # seconds a tool waits for a legacy client's answer
     # Resumable streams (2025-11-25 sessions): the client's reconnection delay, how
     # long a stream's events are kept for a GET with Last-Event-ID, and after how
@@ -67,7 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_TASK_MAX_RUNNING": 64,  # task tools running at once per worker process (None: no limit)
     # Skills (the io.modelcontextprotocol/skills extension): also answer
     # resources/directory/read, declared as directoryRead (docs/skills.md).
-    "MCP_SKILLS_DIRECTORY_READ": False,
+    "MCP_SKILLS_DIRECTORY_READ": False,  # answer resources/directory/read for skill folders (directoryRead)
 }
 
 OriginCheck = Callable[[str], bool]
