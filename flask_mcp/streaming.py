@@ -123,7 +123,7 @@ def respond(
         return render(first.reply or _cancelled_reply())
     priming = sse.priming(event_id(recorder.stream_id, 0), options.retry_ms) if recorder is not None else None
     return Response(
-        _relay(first, outbox, closed, options, priming),
+        sse.guarded(_relay(first, outbox, closed, options, priming)),
         status=200,
         headers=sse.SSE_HEADERS,
         mimetype=EVENT_STREAM,
@@ -211,7 +211,7 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
         finally:
             events.close()
 
-    return Response(stream(), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    return Response(sse.guarded(stream()), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
 
 def listen(subscription: Listen, bus: MessageBus, *, heartbeat: float) -> Response:
@@ -234,4 +234,6 @@ def listen(subscription: Listen, bus: MessageBus, *, heartbeat: float) -> Respon
         finally:
             events.close()
 
-    return Response(stream(), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    return Response(
+        sse.guarded(stream(), subscription.subscription_id), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM
+    )
