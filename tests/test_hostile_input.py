@@ -252,8 +252,9 @@ def test_too_deep_bodies_get_one_code_whatever_the_depth(app: Flask, depth: int)
     response = post(app, body, **{"Mcp-Method": "server/discover"})
 
     assert response.status_code == 400
-    error = answer_of(response)["error"]
-    assert error["code"] == -32700 and "nested more than 64" in error["message"]  # as README says
+    answer = answer_of(response)
+    assert answer["error"]["code"] == -32700 and "nested more than 64" in answer["error"]["message"]  # as README says
+    assert answer.get("id") == ("1" if depth < 1_000 else None)  # echoed whenever the body could be read
 
 
 @pytest.mark.parametrize("body", [b"{", b"\xff\xfe{\x00}\x00", b"[" * 5000])

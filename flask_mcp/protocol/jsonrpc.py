@@ -74,7 +74,7 @@ def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     payload = _decode(body, scan, max_depth)
     # Only a body with more brackets than the limit can be too deep.
     if scan.count(b"[") > max_depth and _deeper_than(payload, max_depth):
-        raise _too_deep(max_depth)
+        raise _too_deep(max_depth, readable_id(payload))
     return payload
 
 
@@ -115,8 +115,16 @@ def _decode(body: bytes, scan: bytes, max_depth: int | None) -> Any:
         raise ParseError(f"The request body is not valid JSON: {_short(exc)}") from None
 
 
-def _too_deep(max_depth: int) -> ParseError:
-    return ParseError(f"The request body is nested more than {max_depth} levels deep.")
+class TooDeep(ParseError):
+    """A body nested beyond the limit; ``request_id`` is its id when it was read."""
+
+    def __init__(self, max_depth: int, request_id: RequestId | None = None) -> None:
+        super().__init__(f"The request body is nested more than {max_depth} levels deep.")
+        self.request_id = request_id
+
+
+def _too_deep(max_depth: int, request_id: RequestId | None = None) -> TooDeep:
+    return TooDeep(max_depth, request_id)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
