@@ -114,7 +114,8 @@ def seeds(sessions: dict[str, str]) -> list[tuple[dict[str, Any], dict[str, str]
         return {"jsonrpc": "2.0", **message}, {"Mcp-Session-Id": sessions[version], "MCP-Protocol-Version": version}
 
     call = "tools/call"
-    initialize_params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}}
+    initialize_params = {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "f", "version": "1"}}
     return [
         modern("server/discover", {}),
         modern("tools/list", {}),
