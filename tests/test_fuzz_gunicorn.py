@@ -11,7 +11,7 @@ no traceback in the server's log, the health check answered within a second
 throughout, and the sessions made before still work after.
 
 The suite runs a few hundred examples; ``FLASK_MCP_FUZZ_EXAMPLES=20000``
-runs a long one (the figures are in bench/README.md).
+runs a long one (docs/robustness.md has its figures).
 """
 
 from __future__ import annotations
