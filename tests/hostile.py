@@ -173,12 +173,14 @@ BEFORE_THE_BODY = frozenset({401, 403, 405, 406, 413, 415, 429})
 
 
 def readable_id(body: bytes) -> Any:
-    """The id a server that reads UTF-8 JSON can read in ``body`` (``None`` if none)."""
+    """The id of the request in ``body``, when a server that reads UTF-8 JSON
+    can read one (``None`` if none). Only a request's: the id of a response the
+    client sends belongs to the server's requests, and is not echoed."""
     try:
         payload = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
-    if isinstance(payload, dict):
+    if isinstance(payload, dict) and "method" in payload:
         value = payload.get("id")
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return value

@@ -182,7 +182,7 @@ def test_hostile_requests_get_json_rpc_answers_never_a_5xx(fuzzed: Fixture, data
         fuzzed.renew(headers)
 
 
-@settings(max_examples=max(10, EXAMPLES // 15), deadline=None, database=None,
+@settings(max_examples=min(200, max(10, EXAMPLES // 15)), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     version=st.sampled_from(LEGACY),
