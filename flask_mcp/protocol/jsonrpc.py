@@ -74,7 +74,7 @@ def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     payload = _decode(body, scan, max_depth)
     # Only a body with more brackets than the limit can be too deep.
     if scan.count(b"[") > max_depth and _deeper_than(payload, max_depth):
-        raise _too_deep(max_depth, readable_id(payload))
+        raise TooDeep(max_depth, readable_id(payload))
     return payload
 
 
@@ -110,7 +110,7 @@ def _decode(body: bytes, scan: bytes, max_depth: int | None) -> Any:
     except RecursionError:
         if max_depth is None:
             raise ParseError("The JSON text is nested too deeply to read.") from None
-        raise _too_deep(max_depth) from None
+        raise TooDeep(max_depth) from None
     except ValueError as exc:
         raise ParseError(f"The request body is not valid JSON: {_short(exc)}") from None
 
@@ -122,9 +122,6 @@ class TooDeep(ParseError):
         super().__init__(f"The request body is nested more than {max_depth} levels deep.")
         self.request_id = request_id
 
-
-def _too_deep(max_depth: int, request_id: RequestId | None = None) -> TooDeep:
-    return TooDeep(max_depth, request_id)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
