@@ -164,6 +164,11 @@ class HealthWatch:
     def worst(self) -> float:
         return max(self.latencies, default=0.0)
 
+    def summary(self) -> str:
+        ordered = sorted(self.latencies) or [0.0]
+        p50, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]
+        return f"{len(self.latencies)} health checks: median {p50:.3f} s, p99 {p99:.3f} s, worst {self.worst:.3f} s"
+
 
 # ---------------------------------------------------------------------- the properties
 
@@ -245,7 +250,8 @@ json_values = st.recursive(
 )
 
 ids = st.one_of(st.integers(), surrogate_text, st.integers(min_value=2**63 - 2, max_value=2**80),
-                st.text(min_size=250, max_size=300), st.none(), st.floats(allow_nan=False), st.booleans())
+                st.text(min_size=250, max_size=300), st.none(), st.floats(allow_nan=False, allow_infinity=False),
+                st.booleans())
 
 ODD_METHODS = ["GET", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD", "TRACE", "FOO", "PROPFIND", "MKCOL", "LOCK",
                "SEARCH", "PURGE", "QUERY", "BREW", "M-SEARCH"]

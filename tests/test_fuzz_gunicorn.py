@@ -253,7 +253,7 @@ def test_the_sessions_made_before_still_work(fuzzed: Fixture) -> None:
 
 def test_the_health_check_answered_within_a_second_throughout(fuzzed: Fixture) -> None:
     watch = fuzzed.watch
-    print(f"\nfuzz: {fuzzed.tally}; health checks: {len(watch.latencies)}, worst {watch.worst:.3f} s")
+    print(f"\nfuzz: {fuzzed.tally}; {watch.summary()}")
     assert not watch.failures, watch.failures[:5]
     assert len(watch.latencies) > 10
     assert watch.worst < 1.0, sorted(watch.latencies)[-5:]
