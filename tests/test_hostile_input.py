@@ -127,6 +127,18 @@ def test_a_lone_surrogate_in_a_log_message_is_streamed_escaped(app: Flask) -> No
     assert result["result"]["content"][0]["text"] == "\ud800!"
 
 
+def test_a_client_response_whose_id_holds_a_lone_surrogate_is_accepted(app: Flask) -> None:
+    client = app.test_client()
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}}}
+    session = client.post("/mcp", json=initialize, headers=JSON_HEADERS).headers["Mcp-Session-Id"]
+
+    response = client.post("/mcp", data='{"jsonrpc":"2.0","id":"x\\ud800","result":{}}', headers={
+        **JSON_HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+
+    assert response.status_code == 202  # an answer to no request of ours: dropped, as any other
+
+
 def test_a_session_whose_client_info_holds_a_lone_surrogate_works(app: Flask) -> None:
     client = app.test_client()
     body = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
