@@ -99,7 +99,12 @@ class InvalidToken(Exception):
 
 
 class VerifierUnavailable(Exception):
-    """The token cannot be checked right now (the authorization server is unreachable): 503."""
+    """The token cannot be checked right now (the authorization server is
+    unreachable): 503, with ``Retry-After: retry_after`` (seconds)."""
+
+    def __init__(self, message: str = "The access token cannot be checked now.", *, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class FunctionVerifier:
@@ -307,7 +312,7 @@ class Authenticator:
             raise AuthorizationServerUnavailable(
                 "The authorization server could not be reached to check the access token; "
                 "retry shortly.",
-                extra_headers={"Retry-After": "5"},
+                extra_headers={"Retry-After": str(getattr(exc, "retry_after", 5))},
             ) from None
         if principal is None:
             raise self._invalid("The access token is not valid.")
@@ -331,10 +336,10 @@ class Authenticator:
         scheme, _, token = header.partition(" ")
         if not header or scheme.lower() != "bearer":
             scopes = " ".join(self.settings.auth_scopes) or None
+            # No credentials (or another scheme): RFC 6750 section 3.1 gives no error code.
             raise AuthenticationRequired(
                 "Authentication required: send an OAuth access token as 'Authorization: Bearer <token>'. "
                 f"Where to get one: {metadata_url(self.settings)}",
-                data={"error": "invalid_token" if header else "unauthorized"},
                 extra_headers={"WWW-Authenticate": challenge(scope=scopes)},
             )
         token = token.strip()

@@ -11,7 +11,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Request, Response, current_app, request
-from werkzeug.exceptions import HTTPException
+from flask.sansio.blueprints import BlueprintSetupState
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from . import sse, streaming
 from .errors import (
@@ -46,7 +47,26 @@ def create_blueprint() -> Blueprint:
     bp.add_url_rule("", "other", _other, methods=["PUT", "PATCH"])
     bp.add_url_rule("/health", "health", _health, methods=["GET"])
     bp.register_error_handler(Exception, _unexpected)
+    bp.record(_refuse_unlisted_methods)
     return bp
+
+
+def _refuse_unlisted_methods(setup: BlueprintSetupState) -> None:
+    """A method none of the endpoint's rules lists (``FOO``, ``TRACE``...) is
+    refused by Werkzeug's router before any view or blueprint error handler
+    runs, with an HTML page. An app-wide hook turns that refusal, on the
+    endpoint's own paths only, into its JSON-RPC ``405`` with ``Allow``."""
+    endpoint = setup.url_prefix or "/"
+    allowed = {endpoint: ("POST", "DELETE"), endpoint.rstrip("/") + "/health": ("GET",)}
+
+    def refuse() -> None:
+        req = _request()
+        methods = allowed.get(req.path) if isinstance(req.routing_exception, MethodNotAllowed) else None
+        if methods is not None:
+            _guard(_state(), req)
+            raise MethodNotAllowedHere(f"{req.method} is not supported here: use {' or '.join(methods)}.", methods)
+
+    setup.app.before_request(refuse)
 
 
 def _state() -> MCPState:
@@ -305,13 +325,19 @@ def _render(reply: Reply, wants_stream: bool) -> Response:
         del response.headers["Content-Type"]
         return response
     data = jsonrpc.encode(reply.body)
-    if wants_stream:
+    if wants_stream and _answers_a_request(reply.body):
         headers = {**reply.headers, **sse.SSE_HEADERS}
         return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
     response = json_response(data, reply.status)
     for name, value in reply.headers.items():  # quicker than Response(headers=...)
         response.headers[name] = value
     return response
+
+
+def _answers_a_request(body: Any) -> bool:
+    """Whether an event stream may carry ``body``: an answer a client can match
+    (an id, or a batch). An error without an id (a parse error) goes as JSON."""
+    return isinstance(body, list) or (isinstance(body, dict) and "id" in body)
 
 
 def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Response:
@@ -323,7 +349,7 @@ def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Respons
         yield sse.event(jsonrpc.encode(reply.body))
 
     headers = {**reply.headers, **sse.SSE_HEADERS}
-    return Response(events(), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
+    return Response(sse.guarded(events()), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
 
 
 def _json_response(payload: Any, status: int) -> Response:

@@ -1,6 +1,14 @@
-"""Server-Sent Events framing."""
+"""Server-Sent Events framing, and the guard that ends a failing stream cleanly."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+
+from .protocol import jsonrpc
+from .protocol.errors import InternalError
+
+logger = logging.getLogger("flask_mcp")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -28,3 +36,17 @@ def retry(retry_ms: int) -> bytes:
 def comment(text: str = "") -> bytes:
     """A comment line: keeps an idle stream alive without an event."""
     return f": {text}\n\n".encode()
+
+
+def guarded(events: Iterable[bytes], request_id: jsonrpc.RequestId | None = None) -> Iterator[bytes]:
+    """``events``, ended by a JSON-RPC error event (with ``request_id`` when the
+    stream answers one request) if producing them fails: once the headers are
+    out, an exception would otherwise reach the WSGI server, which cuts the
+    chunked body or sends its own HTML error page. Closing this generator
+    closes ``events`` (``yield from``), so their clean-up runs as before."""
+    try:
+        yield from events
+    except Exception:
+        logger.exception("Unexpected failure in an MCP event stream; ending it with an error event")
+        error = InternalError("Internal error while streaming the answer; see the server log.")
+        yield event(jsonrpc.encode(jsonrpc.error_message(request_id, error)))

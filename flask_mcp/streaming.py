@@ -166,7 +166,7 @@ def respond(
     priming = sse.priming(event_id(recorder.stream_id, 0), options.retry_ms) if recorder is not None else None
     idle = _Idle(peer, options.heartbeat, options.probe)
     return Response(
-        _relay(first, outbox, closed, options, priming, idle),
+        sse.guarded(_relay(first, outbox, closed, options, priming, idle)),
         status=200,
         headers=sse.SSE_HEADERS,
         mimetype=EVENT_STREAM,
@@ -285,7 +285,7 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
         finally:
             events.close()
 
-    return Response(stream(), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    return Response(sse.guarded(stream()), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
 
 def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Response:
@@ -315,4 +315,6 @@ def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Res
         finally:
             events.close()
 
-    return Response(stream(), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    return Response(
+        sse.guarded(stream(), subscription.subscription_id), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM
+    )

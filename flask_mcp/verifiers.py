@@ -22,6 +22,7 @@ from typing import Any
 
 from .auth import InvalidToken, Principal, TokenVerifier, VerifierUnavailable, as_verifier, token_hash
 from .config import ConfigError, Settings
+from .jwks import JWKSCache
 
 
 class PresenceVerifier:
@@ -201,7 +202,9 @@ class IntrospectionVerifier:
 class JWTVerifier:
     """Local validation of JWT access tokens (RFC 9068): signature against the
     keys at ``jwks_url`` (fetched with ``timeout``, cached ``jwks_lifespan``
-    seconds), ``exp`` required, ``iss`` and ``aud`` checked when given."""
+    seconds, fetched again at once for a key id not seen yet, at most once per
+    ``jwks_refresh_interval`` seconds: see :mod:`flask_mcp.jwks`), ``exp``
+    required, ``iss`` and ``aud`` checked when given."""
 
     def __init__(
         self,
@@ -213,26 +216,27 @@ class JWTVerifier:
         leeway: float = 30.0,
         timeout: float = 5.0,
         jwks_lifespan: float = 300.0,
+        jwks_refresh_interval: float = 1.0,
     ) -> None:
         try:
             import jwt
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("JWTVerifier needs PyJWT: pip install flask-mcp[jwt]") from exc
+
         self._jwt = jwt
         self.issuer = issuer
         self.audience = audience
         self.algorithms = list(algorithms)
         self.leeway = leeway
-        self.jwks = jwt.PyJWKClient(jwks_url, lifespan=jwks_lifespan, timeout=timeout)
+        self.jwks = JWKSCache(jwks_url, timeout=timeout, lifespan=jwks_lifespan, refresh_interval=jwks_refresh_interval)
 
     def verify(self, token: str) -> Principal | None:
         jwt = self._jwt
         try:
-            key = self.jwks.get_signing_key_from_jwt(token)
-        except (jwt.PyJWKClientConnectionError, jwt.PyJWKSetError) as exc:
-            raise VerifierUnavailable(f"JWKS at {self.jwks.uri}: {type(exc).__name__}") from None
-        except (jwt.PyJWKClientError, jwt.PyJWTError):
-            raise InvalidToken("The access token is not a JWT signed by a key of the authorization server.") from None
+            kid = jwt.get_unverified_header(token).get("kid")
+        except jwt.PyJWTError:
+            raise InvalidToken("The access token is not a JWT.") from None
+        key = self.jwks.signing_key(kid if isinstance(kid, str) else None)
         options: dict[str, Any] = {"require": ["exp"], "verify_aud": self.audience is not None}
         try:
             claims = jwt.decode(token, key.key, algorithms=self.algorithms, audience=self.audience,

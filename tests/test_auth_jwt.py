@@ -90,6 +90,21 @@ def call(make_client: MakeClient, app: Flask, token: str, tool: str = "whoami", 
     return make_client(app, headers={"Authorization": f"Bearer {token}"}).call_tool(tool, arguments)
 
 
+def retry_until_accepted(make_client: MakeClient, app: Flask, token: str, *, within: float) -> float:
+    """Calls as a client that honours ``Retry-After`` would; the seconds until
+    the token was accepted. Every refusal on the way must be a 503 (the token
+    is fine, the keys could not be checked), never a 401."""
+    started = time.monotonic()
+    while True:
+        response = call(make_client, app, token)
+        if response.status_code == 200:
+            return time.monotonic() - started
+        assert response.status_code == 503, (response.status_code, response.http.get_json())
+        delay = float(response.headers["Retry-After"])
+        assert time.monotonic() - started + delay <= within, "not accepted in time"
+        time.sleep(delay)
+
+
 def test_a_valid_jwt_reaches_the_tool_with_its_claims(
     make_client: MakeClient, jwks_server: AuthServer, signer: Signer
 ) -> None:
@@ -132,8 +147,9 @@ def test_a_jwt_signed_by_another_key_is_refused(make_client: MakeClient, jwks_se
     app = build_app(jwks_server)
     impostor = Signer("key-1")  # same kid, different key
 
-    assert call(make_client, app, impostor.token()).status_code == 401
+    # The first check fetches the JWKS: the key id is not in it.
     assert call(make_client, app, Signer("unknown-kid").token()).status_code == 401
+    assert call(make_client, app, impostor.token()).status_code == 401
     assert call(make_client, app, "not-a-jwt").status_code == 401
 
 
@@ -181,5 +197,6 @@ def test_an_unreachable_jwks_is_a_503_then_recovery(
 
     assert response.status_code == 503 and elapsed < 1.5
     assert response.http.get_json()["error"]["code"] == -32603
+    assert response.headers["Retry-After"] == "1"
     jwks_server.start()
-    assert call(make_client, app, signer.token()).status_code == 200
+    assert retry_until_accepted(make_client, app, signer.token(), within=3.0) <= 3.0

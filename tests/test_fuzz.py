@@ -150,9 +150,14 @@ def post(app: Flask, body: bytes, headers: dict[str, str]) -> Any:
 
 # ---------------------------------------------------------------------- strategies
 
+#: Text with lone surrogates too (hypothesis leaves them out by default): they
+#: must be echoed as the escapes they arrived as, never crash the encoder.
+#: (``st.text`` drops surrogates even from an alphabet that holds them: a list of characters does not.)
+texts = st.lists(st.one_of(st.characters(), st.integers(0xD800, 0xDFFF).map(chr)), max_size=20).map("".join)
+
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | texts,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4),
     max_leaves=25,
 )
 
@@ -197,6 +202,8 @@ def valid_messages(session_ids: list[str]) -> list[tuple[dict[str, Any], dict[st
 def mutated(draw: st.DrawFn, session_ids: list[str]) -> tuple[Any, dict[str, str]]:
     message, headers = copy.deepcopy(draw(st.sampled_from(valid_messages(session_ids))))
     body: Any = message
+    if draw(st.integers(0, 3)) == 0:  # the id is what every answer echoes
+        body["id"] = draw(texts | st.integers() | st.integers(min_value=2**63))
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["replace", "delete", "add", "header", "drop-header", "batch"]))
         paths = list(_paths(body))

@@ -198,7 +198,7 @@ def test_overlong_ids_and_methods_are_a_clean_400(message: dict[str, Any], fragm
     assert response.status_code == 400
     body = response.get_json()
     assert fragment in body["error"]["message"]
-    assert "id" not in body or body["id"] == 1  # an overlong id is never echoed
+    assert body["id"] == message["id"]  # echoed as sent, so the client can match the error
 
 
 def test_ids_and_methods_at_the_limits_are_accepted() -> None:

@@ -35,11 +35,65 @@ def test_parse_body_keeps_integers_beyond_64_bits_exact(number: int) -> None:
 
 @pytest.mark.parametrize(
     "body, expected",
-    [(b'\xef\xbb\xbf{"a": 1}', {"a": 1}), ('{"a": "\u00e9"}'.encode("utf-16"), {"a": "\u00e9"}),
-     (b'{"a": "\\ud800"}', {"a": "\ud800"})],
+    [(b'\xef\xbb\xbf{"a": 1}', {"a": 1}), (b'{"a": "\\ud800"}', {"a": "\ud800"})],
+    ids=["utf-8-bom", "escaped-lone-surrogate"],
 )
 def test_parse_body_reads_what_the_stdlib_reads(body: bytes, expected: Any) -> None:
     assert jsonrpc.parse_body(body) == expected
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"])
+def test_json_in_another_unicode_encoding_is_a_parse_error(encoding: str) -> None:
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": "\u00e9"}}'.encode(encoding)
+
+    with pytest.raises(ParseError) as info:
+        jsonrpc.parse_body(body)
+
+    assert info.value.code == -32700
+
+
+@pytest.mark.parametrize("raw", [b"\xed\xa0\x80", b"\xed\xb0\x80", b"\xe9", b"\xc0\xaf"],
+                         ids=["lone-high-surrogate", "lone-low-surrogate", "latin-1", "overlong"])
+def test_bytes_that_are_not_utf8_are_a_parse_error(raw: bytes) -> None:
+    body = b'{"jsonrpc": "2.0", "id": "id-' + raw + b'", "method": "ping"}'
+
+    with pytest.raises(ParseError) as info:
+        jsonrpc.parse_body(body)
+
+    assert "UTF-8" in info.value.message
+
+
+@pytest.mark.parametrize("depth", [65, 1_000, 5_000])
+def test_too_deep_json_is_a_parse_error_whatever_the_depth(depth: int) -> None:
+    body = b'{"a":' + b"[" * depth + b"]" * depth + b"}"
+
+    with pytest.raises(ParseError) as info:
+        jsonrpc.parse_body(body)
+
+    assert info.value.code == -32700 and "nested more than 64" in info.value.message
+
+
+@pytest.mark.parametrize("value", ["\ud800", "id-\ud800420O", "\udfff\ud800", "ok \U0001f600 \udc00"])
+def test_encode_writes_lone_surrogates_as_escapes_that_read_back_the_same(value: str) -> None:
+    message = {"jsonrpc": "2.0", "id": value, "result": {"text": value, "other": "\u00e9"}}
+
+    encoded = jsonrpc.encode(message)
+
+    encoded.decode("utf-8")  # valid UTF-8
+    assert json.loads(encoded) == message
+    assert jsonrpc.encode_stdlib(message) == encoded
+
+
+@pytest.mark.parametrize("request_id", [2**63, -(2**80), "x" * 257, "\ud800"])
+def test_readable_ids_beyond_the_limits_are_echoed_in_the_error(request_id: Any) -> None:
+    payload = {"jsonrpc": "2.0", "id": request_id, "method": "ping"}
+
+    assert jsonrpc.readable_id(payload) == request_id
+
+
+@pytest.mark.parametrize("request_id", [None, 1.5, True, [1], {"a": 1}])
+def test_ids_that_are_not_strings_or_integers_are_not_echoed(request_id: Any) -> None:
+    assert jsonrpc.readable_id({"jsonrpc": "2.0", "id": request_id, "method": "ping"}) is None
 
 
 @pytest.mark.parametrize("body", [b"", b"   ", b"\n\t\r\n"])

@@ -186,7 +186,7 @@ def check_authorization_server(app: Flask) -> Iterator[Finding]:
         return
     verifier = state.authenticator.decorated() or state.authenticator.configured
     if isinstance(verifier, JWTVerifier):
-        yield _fetch_jwks(verifier.jwks.uri, settings.auth_timeout)
+        yield _fetch_jwks(verifier.jwks.url, settings.auth_timeout)
     elif isinstance(verifier, IntrospectionVerifier):
         yield _probe_introspection(verifier)
     elif verifier is not None:

@@ -13,8 +13,11 @@ CANCELLATIONS_CHANNEL = "flask-mcp:cancellations"
 
 
 def reply_channel(session_id: str, request_id: str | int) -> str:
-    """Where a legacy client's answer to our request ``request_id`` is published."""
-    return f"flask-mcp:reply:{session_id}:{request_id}"
+    """Where a legacy client's answer to our request ``request_id`` is published.
+    An id no request of ours carries may hold a lone surrogate, which no
+    backend can store: it is written as its escape (our own ids are ASCII)."""
+    channel = f"flask-mcp:reply:{session_id}:{request_id}"
+    return channel if channel.isascii() else channel.encode("utf-8", "backslashreplace").decode()
 
 
 

@@ -65,15 +65,16 @@ _LONG_DIGIT_RUN = b"0" * 19
 
 
 def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Decode a POST body; anything that is not JSON is a parse error, and
-    JSON nested more than ``max_depth`` levels is refused (``-32600``)."""
+    """Decode a POST body; anything that is not UTF-8 JSON is a parse error,
+    and so is JSON nested more than ``max_depth`` levels: a limit of the
+    parser (RFC 8259 section 9), met while parsing, whatever the depth."""
     if not body or body.isspace():  # no stripped copy of the body
         raise ParseError("Empty request body: send one JSON-RPC message as JSON.")
     scan = body.translate(_SCAN)
-    payload = _decode(body, scan)
+    payload = _decode(body, scan, max_depth)
     # Only a body with more brackets than the limit can be too deep.
     if scan.count(b"[") > max_depth and _deeper_than(payload, max_depth):
-        raise InvalidRequest(f"The request body is nested more than {max_depth} levels deep.")
+        raise TooDeep(max_depth, readable_id(payload))
     return payload
 
 
@@ -81,23 +82,46 @@ def decode_exact(data: bytes) -> Any:
     """JSON as the stdlib reads it (integers of any size stay exact), through
     orjson when installed; no depth limit, for records this package wrote.
     Invalid JSON (NaN included) is a :class:`ParseError`."""
-    return _decode(data, data.translate(_SCAN))
+    return _decode(data, data.translate(_SCAN), None)
 
 
-def _decode(body: bytes, scan: bytes) -> Any:
+def _decode(body: bytes, scan: bytes, max_depth: int | None) -> Any:
     """orjson when installed and ``scan`` shows no integer beyond 64 bits;
     otherwise, and for anything orjson refuses (so that error messages stay
-    the same), the stdlib."""
+    the same), the stdlib. Only UTF-8 is read (RFC 8259: JSON exchanged
+    between systems is UTF-8): UTF-16 and UTF-32 bodies, and the bytes of a
+    lone surrogate (``ED A0 80``), are parse errors; a UTF-8 byte order mark
+    is ignored, as RFC 8259 allows. Escaped lone surrogates (``"\\ud800"``)
+    are valid JSON and read as such."""
     if _orjson is not None and _LONG_DIGIT_RUN not in scan:
         try:
             return _orjson.loads(body)
         except _orjson.JSONDecodeError:
             pass
     try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ParseError(
+            f"The request body is not UTF-8 (invalid byte at offset {exc.start}): send JSON encoded as UTF-8."
+        ) from None
+    try:
         # The C parser itself stops at the interpreter's recursion limit.
-        return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
-    except (ValueError, RecursionError) as exc:
+        return _DECODER.decode(text)
+    except RecursionError:
+        if max_depth is None:
+            raise ParseError("The JSON text is nested too deeply to read.") from None
+        raise TooDeep(max_depth) from None
+    except ValueError as exc:
         raise ParseError(f"The request body is not valid JSON: {_short(exc)}") from None
+
+
+class TooDeep(ParseError):
+    """A body nested beyond the limit; ``request_id`` is its id when it was read."""
+
+    def __init__(self, max_depth: int, request_id: RequestId | None = None) -> None:
+        super().__init__(f"The request body is nested more than {max_depth} levels deep.")
+        self.request_id = request_id
+
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -115,16 +139,18 @@ def _deeper_than(value: Any, limit: int) -> bool:
 
 
 def _short(exc: Exception) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
     return str(exc).split("\n", 1)[0][:200]
 
 
 def readable_id(obj: Any) -> RequestId | None:
-    """The message's id when it is a valid one, for echoing in an error."""
+    """The message's id, for echoing in an error, whenever it is a string or
+    an integer (what every schema revision calls a ``RequestId``), even one
+    beyond this server's limits: the client can then match the error to its
+    request (a 2025-03-26 batch answer needs the id; that revision's errors
+    must carry one)."""
     if isinstance(obj, dict):
         value = obj.get("id")
-        if _valid_id(value):
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
             return value
     return None
 
@@ -243,4 +269,12 @@ def encode(payload: Any) -> bytes:
 
 
 def encode_stdlib(payload: Any) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    """The stdlib's compact JSON as UTF-8. A string UTF-8 cannot carry (a lone
+    surrogate, read from an escaped ``"\\ud800"`` in a request) is written as
+    the same escape, so the answer is valid UTF-8 and the client gets back the
+    very string it sent (its id above all)."""
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(payload, separators=(",", ":")).encode()

@@ -119,6 +119,8 @@ class Server:
         try:
             try:
                 payload = jsonrpc.parse_body(body, self.methods.options.max_json_depth)
+            except jsonrpc.TooDeep as exc:  # read, then refused: its id can be echoed
+                return self._error_reply(exc.request_id, exc, 400)
             except MCPError as exc:
                 return self._error_reply(None, exc, 400)
             if isinstance(payload, list):
