@@ -42,6 +42,13 @@ def fill_in(app: Sphinx, docname: str, source: list[str]) -> None:
     source[0] = source[0].replace(PLACEHOLDER, "\n".join(guides))
 
 
+def reread_index(app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
+    """An incremental build re-reads the index whenever pages come or go, so a
+    new page is listed without a clean build."""
+    return [app.config.root_doc] if added or removed else []
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("source-read", fill_in)
+    app.connect("env-get-outdated", reread_index)
     return {"parallel_read_safe": True}
