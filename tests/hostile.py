@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
+from json_paths import delete_at, get_at, paths, set_at
 
 # ---------------------------------------------------------------------- the client
 
@@ -299,18 +300,18 @@ def mutated(draw: st.DrawFn, seeds: list[tuple[dict[str, Any], dict[str, str]]])
         body["id"] = draw(ids)
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["replace", "delete", "add", "header", "drop-header", "batch"]))
-        paths = list(_paths(body))
-        if kind == "replace" and paths:
-            _set(body, draw(st.sampled_from(paths)), draw(json_values))
-        elif kind == "delete" and paths:
-            path = draw(st.sampled_from(paths))
-            del _get(body, path[:-1])[path[-1]]
+        inside = list(paths(body))
+        if kind == "replace" and inside:
+            set_at(body, draw(st.sampled_from(inside)), draw(json_values))
+        elif kind == "delete" and inside:
+            path = draw(st.sampled_from(inside))
+            delete_at(body, path)
         elif kind == "add":
-            containers = [p for p in [(), *paths] if isinstance(_get(body, p), dict)]
+            containers = [p for p in [(), *inside] if isinstance(get_at(body, p), dict)]
             if containers:
                 key = draw(st.sampled_from(["id", "method", "params", "_meta", "name", "arguments", "uri", "cursor",
                                             "requestId", "progressToken", "requestState"]) | surrogate_text)
-                _get(body, draw(st.sampled_from(containers)))[key] = draw(json_values)
+                get_at(body, draw(st.sampled_from(containers)))[key] = draw(json_values)
         elif kind == "header":
             name = draw(st.sampled_from(["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Mcp-Session-Id",
                                          "Mcp-Param-Region", "Accept", "Content-Type", "Last-Event-ID",
@@ -328,23 +329,6 @@ header_values = st.one_of(
                      "text/event-stream", "application/json; charset=utf-16", "text/plain", "*/*", ""]),
     st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=20),
 )
-
-
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, child in items:
-        yield (*prefix, key)
-        yield from _paths(child, (*prefix, key))
-
-
-def _get(value: Any, path: tuple[Any, ...]) -> Any:
-    for key in path:
-        value = value[key]
-    return value
-
-
-def _set(value: Any, path: tuple[Any, ...], new: Any) -> None:
-    _get(value, path[:-1])[path[-1]] = new
 
 
 @dataclass

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 from cli_app import create_app
-from test_example_app_ui import Browser, Page, _chromium
+from test_example_app_ui import Browser, Page, headless_chromium
 
 from flask_mcp.cli.endpoint import Caller
 from flask_mcp.cli.preview import PreviewServer
@@ -193,19 +192,8 @@ def test_the_example_preview_serves_its_page_and_stops_cleanly(example_preview: 
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    binary = _chromium()
-    if binary is None:
-        reason = ("Chromium is not installed: on Debian/Ubuntu `apt-get install -y chromium`, "
-                  "or point $CHROMIUM at a Chrome/Chromium binary")
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with tempfile.TemporaryDirectory(prefix="flask-mcp-chromium-") as profile:
-        browser = Browser(binary, Path(profile))
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with headless_chromium() as browser:
+        yield browser
 
 
 def _view_context(page: Page) -> int:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -172,8 +173,10 @@ class Page:
         return found
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+@contextmanager
+def headless_chromium() -> Iterator[Browser]:
+    """A headless Chromium with a throw-away profile; without one, the test
+    skips (and fails in CI, where .ci/run installs it)."""
     binary = _chromium()
     if binary is None:
         reason = ("Chromium is not installed: on Debian/Ubuntu `apt-get install -y chromium`, "
@@ -187,6 +190,12 @@ def browser() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with headless_chromium() as opened:
+        yield opened
 
 
 def _call(example_server: Any, method: str, target: str, **params: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from conftest import validate_message
 from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_paths import delete_at, get_at, paths, set_at
 from pydantic import BaseModel
 
 from flask_mcp import MCP, Context
@@ -206,15 +207,15 @@ def mutated(draw: st.DrawFn, session_ids: list[str]) -> tuple[Any, dict[str, str
         body["id"] = draw(texts | st.integers() | st.integers(min_value=2**63))
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["replace", "delete", "add", "header", "drop-header", "batch"]))
-        paths = list(_paths(body))
-        if kind == "replace" and paths:
-            _set(body, draw(st.sampled_from(paths)), draw(json_values))
-        elif kind == "delete" and paths:
-            _delete(body, draw(st.sampled_from(paths)))
+        inside = list(paths(body))
+        if kind == "replace" and inside:
+            set_at(body, draw(st.sampled_from(inside)), draw(json_values))
+        elif kind == "delete" and inside:
+            delete_at(body, draw(st.sampled_from(inside)))
         elif kind == "add":
-            containers = [p for p in [(), *paths] if isinstance(_get(body, p), dict)]
+            containers = [p for p in [(), *inside] if isinstance(get_at(body, p), dict)]
             if containers:
-                target = _get(body, draw(st.sampled_from(containers)))
+                target = get_at(body, draw(st.sampled_from(containers)))
                 target[draw(st.sampled_from(["id", "method", "params", "_meta", "name", "arguments", "cursor",
                                              "requestState", "inputResponses", "com.flask-mcp/account"]))] = \
                     draw(json_values)
@@ -227,28 +228,6 @@ def mutated(draw: st.DrawFn, session_ids: list[str]) -> tuple[Any, dict[str, str
         elif kind == "batch":
             body = [body, draw(json_values)]
     return body, headers
-
-
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, child in items:
-        yield (*prefix, key)
-        yield from _paths(child, (*prefix, key))
-
-
-def _get(value: Any, path: tuple[Any, ...]) -> Any:
-    for key in path:
-        value = value[key]
-    return value
-
-
-def _set(value: Any, path: tuple[Any, ...], new: Any) -> None:
-    _get(value, path[:-1])[path[-1]] = new
-
-
-def _delete(value: Any, path: tuple[Any, ...]) -> None:
-    parent = _get(value, path[:-1])
-    del parent[path[-1]]
 
 
 def _never_listens(body: Any) -> bool:
