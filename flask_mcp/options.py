@@ -88,6 +88,23 @@ class ViewOptions(ReadOptions, total=False):
     prefers_border: bool | None
 
 
+class SkillOptions(TypedDict, total=False):
+    """``@mcp.skill(name, ...)`` and ``mcp.add_skill(fn, name=..., ...)``: a generated skill."""
+
+    #: Defaults to the function's docstring.
+    description: str | None
+    #: Path segments before the skill's name in its ``skill://`` URIs.
+    prefix: str | None
+    #: Further front matter fields (``license``, ``metadata``...).
+    frontmatter: Mapping[str, Any] | None
+    #: What the caller's token must grant to see and read the skill.
+    scopes: Sequence[str] | None
+    #: Override ``MCP_CACHE_TTL_MS`` for reads of its files.
+    ttl_ms: int | None
+    #: Override ``MCP_CACHE_SCOPE`` for reads of its files.
+    cache_scope: str | None
+
+
 def check_options(what: str, options: Mapping[str, object], allowed: type) -> None:
     """Refuse a keyword ``allowed`` (one of the TypedDicts above) does not name,
     as a signature would: a misspelt option fails at decoration time."""

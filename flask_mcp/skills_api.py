@@ -5,9 +5,10 @@ folders, and skills whose files a function generates."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, Unpack
 
+from .options import SkillOptions, check_options
 from .resources import check_cache_hints
 from .schema import describe
 from .skill_folders import ScopesSpec, load_directory
@@ -58,17 +59,7 @@ class SkillsMixin:
         self._skills.add(skills)
         return [skill.uri for skill in skills]
 
-    def skill(
-        self,
-        name: str | None = None,
-        *,
-        description: str | None = None,
-        prefix: str | None = None,
-        frontmatter: Mapping[str, Any] | None = None,
-        scopes: Sequence[str] | None = None,
-        ttl_ms: int | None = None,
-        cache_scope: str | None = None,
-    ) -> Callable[[F], F]:
+    def skill(self, name: str | None = None, **options: Unpack[SkillOptions]) -> Callable[[F], F]:
         """Register a function that generates a skill's files on each read; its
         manifest is ``"dynamic"`` (no digests). It returns the ``SKILL.md`` body
         (markdown; the front matter is written from ``name``, ``description`` and
@@ -79,32 +70,25 @@ class SkillsMixin:
         (``license``, ``metadata``...); ``scopes``, ``ttl_ms``, ``cache_scope`` as
         for :meth:`skills_from_directory`. The function may take a ``Context``.
         """
+        check_options("skill()", options, SkillOptions)
+
         def register(fn: F) -> F:
-            self.add_skill(fn, name=name, description=description, prefix=prefix, frontmatter=frontmatter,
-                           scopes=scopes, ttl_ms=ttl_ms, cache_scope=cache_scope)
+            self.add_skill(fn, name=name, **options)
             return fn
 
         return register
 
-    def add_skill(
-        self,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        prefix: str | None = None,
-        frontmatter: Mapping[str, Any] | None = None,
-        scopes: Sequence[str] | None = None,
-        ttl_ms: int | None = None,
-        cache_scope: str | None = None,
-    ) -> str:
+    def add_skill(self, fn: Callable[..., Any], *, name: str | None = None, **options: Unpack[SkillOptions]) -> str:
         """Register a generated skill at any time (see :meth:`skill`); returns its ``SKILL.md`` URI."""
+        check_options("add_skill()", options, SkillOptions)
         chosen = name or fn.__name__.replace("_", "-")
         summary, _ = describe(fn)
+        ttl_ms, cache_scope = options.get("ttl_ms"), options.get("cache_scope")
         check_cache_hints(ttl_ms, cache_scope, f"Skill {chosen!r}")
         skill = generated_skill(
-            fn, name=chosen, description=description or summary or "", prefix=prefix, frontmatter=frontmatter,
-            scopes=scopes, ttl_ms=ttl_ms, cache_scope=cache_scope,
+            fn, name=chosen, description=options.get("description") or summary or "", prefix=options.get("prefix"),
+            frontmatter=options.get("frontmatter"), scopes=options.get("scopes"), ttl_ms=ttl_ms,
+            cache_scope=cache_scope,
         )
         self._skills.add([skill])
         return skill.uri

@@ -425,3 +425,11 @@ def skill_md(name: str, description: str = "Does things") -> str:
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def test_a_misspelt_skill_option_fails_at_decoration_naming_the_options() -> None:
+    mcp = MCP(name="skills", version="1")
+    with pytest.raises(TypeError, match="'descripton'.*it takes.*description"):
+        mcp.skill("runbook", descripton="typo")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'scope'"):
+        mcp.add_skill(lambda: "# Body", name="runbook", scope=["x"])  # type: ignore[call-arg]
