@@ -25,6 +25,7 @@ from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
 from .protocol.info import ProtocolOptions, ServerInfo
 from .protocol.input_requests import state_key
+from .protocol.queued_tasks import TaskQueue
 from .protocol.request_info import RequestInfo
 from .protocol.server import Server
 from .protocol.session import SessionStore
@@ -288,7 +289,7 @@ def _tasks(app: Flask, backend: Backend, settings: Settings) -> Tasks | None:
                 f'MCP_TASK_RUNNER = "celery" needs Celery: pip install "flask-mcp[celery]" ({exc})'
             ) from None
         task_celery.register(app)
-        queue = task_celery.send
+        queue = TaskQueue(task_celery.send)
     ttl = settings.task_ttl
     return watch(Tasks(
         backend.tasks,

@@ -106,8 +106,7 @@ def run(message: dict[str, Any]) -> str | None:
     return state.server.methods.resume_task(message["task_id"], request_from(message))  # type: ignore[no-any-return]
 
 
-@shared_task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def run_queued_task(message: dict[str, Any]) -> str | None:
+def _run_queued_task(message: dict[str, Any]) -> str | None:
     """The Celery task: in the Flask app's context (the app's own Celery task
     class pushes it; else the app this worker built)."""
     if has_app_context() and "mcp" in current_app.extensions:
@@ -117,3 +116,9 @@ def run_queued_task(message: dict[str, Any]) -> str | None:
         raise RuntimeError("No Flask app with MCP_TASK_RUNNER = 'celery' was created in this Celery worker.")
     with apps[-1].app_context():
         return run(message)
+
+
+#: Acknowledged once it ends, and back in the queue when its worker process dies.
+run_queued_task = shared_task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(
+    _run_queued_task
+)

@@ -106,7 +106,9 @@ class Tool:
         except ValueError as exc:
             raise ValueError(f"Tool {tool_name!r}: {exc}") from None
         task_rerun = bool(options.get("task_rerun", True))
-        return cls(tool_name, fn, definition, spec, output, header_params, required, limits, task, task_start, task_rerun)
+        return cls(
+            tool_name, fn, definition, spec, output, header_params, required, limits, task, task_start, task_rerun
+        )
 
     def visible_to(self, request: RequestInfo) -> bool:
         return permits(self.scopes, request)

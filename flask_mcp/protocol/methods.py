@@ -18,6 +18,7 @@ from .meta import LOG_LEVELS
 from .pagination import page
 from .prompt_methods import CompletionMethods, PromptMethods
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
+from .queued_tasks import resume
 from .request_info import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutcome, ToolProvider
 from .resource_methods import ResourceMethods
 from .round_trips import Interim, RoundTrips
@@ -292,8 +293,6 @@ class Methods:
         """Run the queued task ``task_id`` here (a task queue's worker): ``request``
         is the ``tools/call`` that created it. The status it ended with, or ``None``
         when there was nothing to run (see :func:`.queued_tasks.resume`)."""
-        from .queued_tasks import resume
-
         if self.tasks is None:
             raise InternalError("MCP_BACKEND keeps no tasks: there is no task to resume.")
         name = request.params.get("name")

@@ -41,39 +41,52 @@ class Queued(BaseException):  # noqa: N818 - a signal, not an error: unwinds the
         self.created = created
 
 
+#: Hands a stored task to the queue: ``send(record, request, tool name, arguments)``.
+Send = Callable[[TaskRecord, RequestInfo, str, dict[str, Any]], None]
+
+
+class TaskQueue:
+    """Runs task tools through a task queue instead of threads (``Tasks(queue=...)``)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+
+    def enqueue(
+        self, tasks: Tasks, request: RequestInfo, tool: ToolEntry, arguments: dict[str, Any]
+    ) -> ToolOutcome | dict[str, Any]:
+        """The web worker's part of a queued task: the ``CreateTaskResult`` once the
+        task is queued, or what the tool did before starting one."""
+        handle = QueueingHandle(tasks, request, tool.name, arguments, self.send)
+        job = replace(request, task=handle)
+        try:
+            return tool.invoke(arguments, job)
+        except Queued as queued:
+            return queued.created
+
+
 class QueueingHandle(TaskHandle):
     """The task handle of the web worker: starting the task queues it."""
 
-    def __init__(self, tasks: Tasks, request: RequestInfo, tool: str, arguments: dict[str, Any]) -> None:
+    def __init__(self, tasks: Tasks, request: RequestInfo, tool: str, arguments: dict[str, Any], send: Send) -> None:
         super().__init__(tasks, request)
         self.tool = tool
         self.arguments = arguments
+        self.send = send
 
     def start(self, status_message: str | None = None) -> None:
         record = self.tasks.new_record(self.request.principal)
         record.status_message = status_message
         record.queued = True
         self.tasks.store.create(record)
-        assert self.tasks.queue is not None
         try:
-            self.tasks.queue(record, self.request, self.tool, self.arguments)
+            self.send(record, self.request, self.tool, self.arguments)
         except BaseException:
             logger.exception("Could not queue task %s", record.task_id)
             error = InternalError("The task queue is unavailable.").to_error()
-            self.tasks.change(record.task_id, lambda r: _settle(r, FAILED, "The task queue is unavailable.", error=error))
+            message = "The task queue is unavailable."
+            self.tasks.change(record.task_id, lambda r: _settle(r, FAILED, message, error=error))
             raise InternalError("The task queue is unavailable; try again later.", http_status=503) from None
         raise Queued({**record.created(), "content": []})
-
-
-def enqueue(tasks: Tasks, request: RequestInfo, tool: ToolEntry, arguments: dict[str, Any]) -> ToolOutcome | dict[str, Any]:
-    """The web worker's part of a queued task: the ``CreateTaskResult`` once the
-    task is queued, or what the tool did before starting one."""
-    handle = QueueingHandle(tasks, request, tool.name, arguments)
-    job = replace(request, task=handle)
-    try:
-        return tool.invoke(arguments, job)
-    except Queued as queued:
-        return queued.created
 
 
 def resume(

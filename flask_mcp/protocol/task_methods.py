@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bus import EVENTS_CHANNEL, MessageBus
 from .errors import InternalError, InvalidParams, MCPError, MissingClientCapability
@@ -29,6 +29,9 @@ from .input_requests import InputRequest, InputRequired, well_formed
 from .request_info import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
 from .session import StoreUnavailable
 from .task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, TaskStore
+
+if TYPE_CHECKING:
+    from .queued_tasks import TaskQueue
 
 logger = logging.getLogger("flask_mcp")
 
@@ -86,11 +89,10 @@ class Tasks:
         check_interval: float = 0.05,
         bus: MessageBus | None = None,
         max_running: int | None = None,
-        queue: Callable[[TaskRecord, RequestInfo, str, dict[str, Any]], None] | None = None,
+        queue: TaskQueue | None = None,
     ) -> None:
         self.store = store
-        #: Sends a started task to a task queue (``record, request, tool name, arguments``)
-        #: instead of running it in a thread here (``None``: threads).
+        #: Where started tasks go instead of a thread here (``None``: threads).
         self.queue = queue
         self.spawn = spawn
         #: Carries each change to the listen streams that follow the task (``None``: no push).
@@ -217,9 +219,7 @@ class Tasks:
         ``CreateTaskResult``), or with what it did before starting one (an
         outcome, or the ``InputRequired``/error it raised)."""
         if self.queue is not None:
-            from .queued_tasks import enqueue
-
-            return enqueue(self, request, tool, arguments)
+            return self.queue.enqueue(self, request, tool, arguments)
         handle = TaskHandle(self, request)
         job = replace(request, task=handle, is_cancelled=handle.is_cancelled, emit=handle.emit)
         self._claim_thread()
@@ -502,10 +502,10 @@ class TaskHandle:
             if all(k in record.answers for k in keys):
                 answers = [record.answers[k] for k in keys]
 
-                def consume(current: TaskRecord) -> bool:
-                    for key, answer in zip(keys, answers, strict=True):
+                def consume(current: TaskRecord, taken: list[Any] = answers) -> bool:
+                    for key, answer in zip(keys, taken, strict=True):
                         current.answers.pop(key, None)
-                        if current.queued is False and current.runs:  # kept for a re-run
+                        if current.runs:  # run by a task queue: kept for a re-run
                             current.given[key] = answer
                     return True
 
