@@ -100,12 +100,14 @@ def resume(
     repeatable: bool = True,
 ) -> str | None:
     """The queue worker's part: run the tool for the queued task ``task_id``.
-    Returns the status it ended with, or ``None`` when there was nothing to run
-    (unknown, expired or already ended, e.g. cancelled while queued)."""
-    first = False
+    Returns the status it ended with (``failed`` for a re-run refused), or ``None``
+    when there was nothing to run (unknown, expired or already ended, e.g.
+    cancelled while queued)."""
+    first = refused = False
 
     def begin(record: TaskRecord) -> bool:
-        nonlocal first
+        nonlocal first, refused
+        refused = False
         if record.terminal:
             return False
         if record.cancel_requested:
@@ -115,12 +117,13 @@ def resume(
         record.queued = False
         record.updated_at = tasks.clock()
         if not first and not repeatable:
+            refused = True
             return _settle(record, FAILED, NOT_REPEATED, error=InternalError(NOT_REPEATED).to_error())
         return True
 
     record = tasks.change(task_id, begin)
     if record is None or record.terminal:
-        return None
+        return FAILED if refused else None
     handle = TaskHandle(tasks, request)
     handle.record = record
     handle.resumed = True
