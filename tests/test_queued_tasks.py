@@ -62,6 +62,14 @@ class Harness:
                 ctx.check_cancelled()
             return "done"
 
+        @mcp.tool(task="optional", task_start="explicit")
+        def confirm_first(item: str, ctx: Context) -> str:
+            """Asks in the call itself, then continues as a task."""
+            answer = ctx.elicit(f"Who approves {item}?", NAME_SCHEMA, key="who")
+            ctx.start_task("processing")
+            self.ran.append("after start")
+            return f"{item} approved by {answer.content['name'] if answer.content else None}"
+
         self.app = Flask("queued")
         self.app.config.update(SECRET_KEY="s", MCP_BACKEND="memory://", TESTING=True)
         mcp.init_app(self.app)
@@ -198,3 +206,19 @@ def test_a_queue_that_refuses_the_task_fails_it_and_answers_503(harness: Harness
     assert response.status_code == 503
     assert response.error["code"] == -32603 and "task queue is unavailable" in response.error["message"]
     assert harness.ran == []
+
+
+def test_an_explicit_start_tool_asks_in_the_call_then_its_worker_replays_the_answer(harness: Harness) -> None:
+    first = harness.client.call_tool("confirm_first", {"item": "invoice"}).result
+    assert first["resultType"] == "input_required" and harness.sent == []
+    second = harness.client.request("tools/call", {
+        "name": "confirm_first", "arguments": {"item": "invoice"},
+        "inputResponses": {"who": {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": first["requestState"],
+    }).result
+    assert second["resultType"] == "task" and second["statusMessage"] == "processing"
+    assert harness.ran == []  # the web worker stopped at ctx.start_task()
+    assert harness.work(harness.sent[0]) == "completed"
+    task = harness.client.get_task(second["taskId"]).result
+    assert task["result"]["content"] == [{"type": "text", "text": "invoice approved by Ada"}]
+    assert harness.ran == ["after start"]

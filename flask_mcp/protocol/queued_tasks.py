@@ -24,7 +24,7 @@ from .errors import InternalError
 from .request_info import RequestInfo, ToolEntry, ToolOutcome
 from .session import StoreUnavailable
 from .task_methods import TaskHandle, Tasks, _settle, execute
-from .task_records import CANCELLED, FAILED, TaskRecord
+from .task_records import CANCELLED, COMPLETED, FAILED, TaskRecord
 
 logger = logging.getLogger("flask_mcp")
 
@@ -89,6 +89,41 @@ class QueueingHandle(TaskHandle):
         raise Queued({**record.created(), "content": []})
 
 
+class ResumedHandle(TaskHandle):
+    """The task handle of a queue worker: the task exists already. Until the tool
+    starts it again (at once, or at ``ctx.start_task()``), the tool replays what
+    it did in the web worker: questions asked then are answered from the call
+    itself (multi round-trip), as they were there."""
+
+    def __init__(
+        self, tasks: Tasks, request: RequestInfo, record: TaskRecord, shape: Callable[[ToolOutcome], dict[str, Any]]
+    ) -> None:
+        super().__init__(tasks, request)
+        self.record = record
+        self.resumed = True
+        self._begun = False
+        self._shape = shape
+
+    @property
+    def started(self) -> bool:
+        return self._begun
+
+    def start(self, status_message: str | None = None) -> None:
+        self._begun = True
+
+    def hand_over(self, value: Any) -> None:
+        """The tool ended before starting its task this time: that is still the task's end."""
+        self._begun = True
+        if isinstance(value, ToolOutcome):
+            result = self._shape(value)
+            self.finish(lambda r: _settle(r, COMPLETED, None, result=result))
+        else:
+            message = "The tool ended differently on the task's worker; see the server log."
+            logger.error("Task %s: %s (%r)", self.task_id, message, value)
+            error = InternalError(message).to_error()
+            self.finish(lambda r: _settle(r, FAILED, message, error=error))
+
+
 def resume(
     tasks: Tasks,
     task_id: str,
@@ -124,9 +159,7 @@ def resume(
     record = tasks.change(task_id, begin)
     if record is None or record.terminal:
         return FAILED if refused else None
-    handle = TaskHandle(tasks, request)
-    handle.record = record
-    handle.resumed = True
+    handle = ResumedHandle(tasks, request, record, shape)
     handle.replaying = not first
     job = replace(request, task=handle, is_cancelled=handle.is_cancelled, emit=handle.emit)
     execute(handle, job, tool, arguments, shape)
