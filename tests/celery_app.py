@@ -14,43 +14,16 @@ import os
 import time
 from typing import Any
 
-from celery import Celery, Task
 from flask import Flask
 
 from flask_mcp import MCP, Context
+from tests.celery_setup import celery_init_app
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-
-
-def celery_init_app(app: Flask) -> Celery:
-    class FlaskTask(Task):  # type: ignore[misc]
-        def __call__(self, *args: object, **kwargs: object) -> object:
-            with app.app_context():
-                return self.run(*args, **kwargs)
-
-    celery = Celery(app.name, task_cls=FlaskTask)
-    celery.config_from_object(app.config["CELERY"])
-    celery.set_default()
-    app.extensions["celery"] = celery
-    return celery
-
 
 app = Flask(__name__)
 app.config["SECRET_KEY"] = "celery-e2e-secret"
 app.config["MCP_TASK_RUNNER"] = "celery"
-app.config["CELERY"] = {
-    "broker_url": os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0"),
-    "task_ignore_result": True,
-    "worker_prefetch_multiplier": 1,  # a busy worker does not hold the next task back
-    # Redis hands an unacknowledged task to another worker after this many
-    # seconds: longer than any task here runs, short enough for the test.
-    "broker_transport_options": {
-        "visibility_timeout": float(os.environ.get("VISIBILITY_TIMEOUT", "3600")),
-        "unacked_restore_interval": 1,  # look for such tasks every second (kombu >= 5.6)
-        "unacked_restore_throttle": 1,
-    },
-    "broker_connection_retry_on_startup": True,
-}
 app.config.from_prefixed_env()
 celery_app = celery_init_app(app)
 mcp = MCP(app, name="celery-tasks", version="1.0")

@@ -44,13 +44,13 @@ VISIBILITY_TIMEOUT = 5
 class Worker:
     """A ``celery worker`` we started (its own process group, so its pool dies with it)."""
 
-    def __init__(self, name: str, env: dict[str, str], folder: Path) -> None:
+    def __init__(self, name: str, env: dict[str, str], folder: Path, module: str, concurrency: int = 1) -> None:
         self.name = name
         self.log_path = folder / f"celery-{name}.log"
         self.log = self.log_path.open("ab")
         cmd = [
-            sys.executable, "-m", "celery", "-A", "tests.celery_app:celery_app", "worker",
-            "--hostname", f"{name}@%h", "--pool", "prefork", "--concurrency", "1",
+            sys.executable, "-m", "celery", "-A", f"{module}:celery_app", "worker",
+            "--hostname", f"{name}@%h", "--pool", "prefork", "--concurrency", str(concurrency),
             "--without-gossip", "--without-mingle", "--loglevel", "INFO",
         ]
         self.process = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
@@ -92,7 +92,9 @@ class Worker:
 class Stack:
     """redis-server + gunicorn + the workers ``a`` and ``b``."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str = "tests.celery_app", *, concurrency: int = 1, env: dict[str, str] | None = None,
+                 extra_args: list[str] | None = None) -> None:
+        self.module, self.concurrency = module, concurrency
         self.folder = Path(tempfile.mkdtemp(prefix="flask-mcp-celery-"))
         port = free_port()
         self.redis = subprocess.Popen(
@@ -103,9 +105,13 @@ class Stack:
         url = f"redis://127.0.0.1:{port}/0"
         self._wait_redis(port)
         self.env = {**os.environ, "CELERY_BROKER_URL": url, "FLASK_MCP_BACKEND": url,
-                    "FLASK_MCP_TASK_POLL_INTERVAL_MS": "100", "VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT)}
-        self.server = GunicornServer("tests.celery_app:app", workers=2, threads=8, env=self.env)
-        self.workers = {name: Worker(name, self.env, self.folder) for name in ("a", "b")}
+                    "FLASK_MCP_TASK_POLL_INTERVAL_MS": "100", "VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+                    **(env or {})}
+        self.server = GunicornServer(f"{module}:app", workers=2, threads=16, env=self.env, extra_args=extra_args)
+        self.workers = {name: self._worker(name) for name in ("a", "b")}
+
+    def _worker(self, name: str) -> Worker:
+        return Worker(name, self.env, self.folder, self.module, self.concurrency)
         self.n = 0
 
     def _wait_redis(self, port: int) -> None:
@@ -126,7 +132,7 @@ class Stack:
 
     def restart(self, name: str) -> None:
         self.workers[name].kill()
-        self.workers[name] = Worker(name, self.env, self.folder)
+        self.workers[name] = self._worker(name)
 
     def stop(self) -> None:
         for worker in self.workers.values():
@@ -180,12 +186,16 @@ class Stack:
         return self.wait_for(task_id, lambda t: t["status"] == status, status)
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
+def needs_celery_and_redis() -> None:
     if importlib.util.find_spec("celery") is None:
         unavailable("celery is not installed (pip install 'flask-mcp[celery]')")
     if shutil.which("redis-server") is None:
         unavailable("redis-server is not installed")
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    needs_celery_and_redis()
     built = Stack()
     try:
         yield built
@@ -281,3 +291,24 @@ def test_a_tool_not_safe_to_repeat_is_failed_when_its_worker_dies(stack: Stack) 
         assert task["error"]["code"] == -32603
     finally:
         stack.restart(first)
+
+
+@pytest.mark.conformance
+def test_the_conformance_suites_task_scenarios_pass_on_celery(tmp_path: Path) -> None:
+    """The official suite's extensions leg (the tasks-* scenarios) against the
+    conformance fixture app with its task tools on two Celery workers."""
+    needs_celery_and_redis()
+    from test_conformance import run
+
+    stack = Stack("tests.conformance.app", concurrency=4, env={"FLASK_MCP_TASK_RUNNER": "celery"},
+                  extra_args=["--keep-alive", "5"])
+    try:
+        proc = run(stack.server.url, "--legs", "extensions", "--report", str(tmp_path / "report"), timeout=900)
+        logs = "".join(worker.output() for worker in stack.workers.values())
+    finally:
+        stack.stop()
+    print(proc.stdout)
+    assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    assert "leg extensions done" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1].endswith(" 0 failed")
+    assert "flask_mcp.run_task" in logs and "succeeded" in logs  # the tasks ran on the workers
