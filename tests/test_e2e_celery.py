@@ -4,7 +4,8 @@ loopback, all started here and stopped by their PID: a redis-server of our own
 processes (``a`` and ``b``, one task at a time each). A task completes; one
 answers a question; one is cancelled while running and one while queued; a
 worker SIGKILLed mid-task leaves its task to the other, which runs it again
-(or fails it, for a tool that is not safe to repeat).
+(or fails it, for a tool that is not safe to repeat); tasks complete while
+gunicorn restarts; the conformance suite's task scenarios pass on Celery.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Stack:
     def __init__(self, module: str = "tests.celery_app", *, concurrency: int = 1, env: dict[str, str] | None = None,
                  extra_args: list[str] | None = None) -> None:
         self.module, self.concurrency = module, concurrency
+        self.n = 0  # JSON-RPC ids
         self.folder = Path(tempfile.mkdtemp(prefix="flask-mcp-celery-"))
         port = free_port()
         self.redis = subprocess.Popen(
@@ -107,12 +109,18 @@ class Stack:
         self.env = {**os.environ, "CELERY_BROKER_URL": url, "FLASK_MCP_BACKEND": url,
                     "FLASK_MCP_TASK_POLL_INTERVAL_MS": "100", "VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
                     **(env or {})}
-        self.server = GunicornServer(f"{module}:app", workers=2, threads=16, env=self.env, extra_args=extra_args)
-        self.workers = {name: self._worker(name) for name in ("a", "b")}
+        self.workers: dict[str, Worker] = {}
+        self.server: GunicornServer | None = None
+        try:
+            self.server = GunicornServer(f"{module}:app", workers=2, threads=16, env=self.env, extra_args=extra_args)
+            for name in ("a", "b"):
+                self.workers[name] = self._worker(name)
+        except BaseException:
+            self.stop()
+            raise
 
     def _worker(self, name: str) -> Worker:
         return Worker(name, self.env, self.folder, self.module, self.concurrency)
-        self.n = 0
 
     def _wait_redis(self, port: int) -> None:
         import redis
@@ -137,7 +145,8 @@ class Stack:
     def stop(self) -> None:
         for worker in self.workers.values():
             worker.stop()
-        self.server.stop()
+        if self.server is not None:
+            self.server.stop()
         self.redis.terminate()
         self.redis.wait(timeout=10)
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -149,6 +158,7 @@ class Stack:
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                    "MCP-Protocol-Version": MODERN, "Mcp-Method": method, "Mcp-Name": str(name)}
         body = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": {**params, "_meta": META}}
+        assert self.server is not None
         response = requests.post(self.server.url, json=body, headers=headers, timeout=30)
         assert response.status_code == 200, response.text[:500]
         message: dict[str, Any] = json.loads(response.text)
@@ -293,6 +303,18 @@ def test_a_tool_not_safe_to_repeat_is_failed_when_its_worker_dies(stack: Stack) 
         stack.restart(first)
 
 
+def test_tasks_complete_while_gunicorn_is_restarted(stack: Stack) -> None:
+    tasks = [stack.start("tasked", seconds=2) for _ in range(2)]
+    for task_id in tasks:
+        stack.running_on(task_id)
+    assert stack.server is not None
+    stack.server.stop()  # the master and its workers exit; the tasks run on in Celery
+    stack.server = GunicornServer("tests.celery_app:app", workers=2, threads=16, env=stack.env)
+    for task_id in tasks:
+        task = stack.status(task_id, "completed")
+        assert task["result"]["structuredContent"]["task"] == task_id
+
+
 @pytest.mark.conformance
 def test_the_conformance_suites_task_scenarios_pass_on_celery(tmp_path: Path) -> None:
     """The official suite's extensions leg (the tasks-* scenarios) against the
@@ -303,6 +325,7 @@ def test_the_conformance_suites_task_scenarios_pass_on_celery(tmp_path: Path) ->
     stack = Stack("tests.conformance.app", concurrency=4, env={"FLASK_MCP_TASK_RUNNER": "celery"},
                   extra_args=["--keep-alive", "5"])
     try:
+        assert stack.server is not None
         proc = run(stack.server.url, "--legs", "extensions", "--report", str(tmp_path / "report"), timeout=900)
         logs = "".join(worker.output() for worker in stack.workers.values())
     finally:
