@@ -60,7 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_TASK_RUNNER": "thread",  # where task tools run: "thread" (the web worker) or "celery" (docs/celery.md)
     # Skills (the io.modelcontextprotocol/skills extension): also answer
     # resources/directory/read, declared as directoryRead (docs/skills.md).
-    "MCP_SKILLS_DIRECTORY_READ": False,
+    "MCP_SKILLS_DIRECTORY_READ": False,  # also answer resources/directory/read (skills extension, docs/skills.md)
 }
 
 OriginCheck = Callable[[str], bool]
