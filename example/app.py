@@ -164,3 +164,11 @@ def shelf() -> str:
 # The desk runbook for the tools above, served with them (the skills extension;
 # its SKILL.md front matter is YAML: the "skills" extra installs PyYAML).
 mcp.skills_from_directory(Path(__file__).parent / "skills")
+
+
+# ---------------------------------------------------------------------- long jobs on Celery
+
+if app.config["MCP_TASK_RUNNER"] == "celery":  # FLASK_MCP_TASK_RUNNER=celery: docs/celery.md
+    from example.reports import init_reports
+
+    celery_app = init_reports(app, mcp, CATALOGUE)

@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_TASK_TTL": 3600,  # seconds a task is kept after its creation (None: until the backend drops it)
     "MCP_TASK_POLL_INTERVAL_MS": 1000,  # the pollIntervalMs suggested to clients polling a task
     "MCP_TASK_MAX_RUNNING": 64,  # task tools running at once per worker process (None: no limit)
+    "MCP_TASK_RUNNER": "thread",  # where task tools run: "thread" (the web worker) or "celery" (docs/celery.md)
     # Skills (the io.modelcontextprotocol/skills extension): also answer
     # resources/directory/read, declared as directoryRead (docs/skills.md).
     "MCP_SKILLS_DIRECTORY_READ": False,  # answer resources/directory/read for skill folders (directoryRead)
@@ -118,6 +119,7 @@ class Settings:
     task_ttl: float | None = 3600.0
     task_poll_interval_ms: int = 1000
     task_max_running: int | None = 64
+    task_runner: str = "thread"
     skills_directory_read: bool = False
 
 
@@ -140,6 +142,9 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
     if scope not in ("public", "private"):
         raise ConfigError(f"MCP_CACHE_SCOPE must be 'public' or 'private' (got {scope!r})")
     origins = value("MCP_ALLOWED_ORIGINS")
+    runner = value("MCP_TASK_RUNNER")
+    if runner not in ("thread", "celery"):
+        raise ConfigError(f"MCP_TASK_RUNNER must be 'thread' or 'celery' (got {runner!r})")
     return Settings(
         url_prefix=prefix,
         name=_string(value("MCP_NAME") or app_name, "MCP_NAME"),
@@ -166,6 +171,7 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         task_ttl=_optional_number(value("MCP_TASK_TTL"), "MCP_TASK_TTL", minimum=1),
         task_poll_interval_ms=int(_number(value("MCP_TASK_POLL_INTERVAL_MS"), "MCP_TASK_POLL_INTERVAL_MS", minimum=1)),
         task_max_running=_optional_int(value("MCP_TASK_MAX_RUNNING"), "MCP_TASK_MAX_RUNNING"),
+        task_runner=runner,
         skills_directory_read=_flag(value("MCP_SKILLS_DIRECTORY_READ"), "MCP_SKILLS_DIRECTORY_READ"),
         **_security_settings(value),
     )

@@ -26,6 +26,7 @@ from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
 from .protocol.info import ProtocolOptions, ServerInfo
 from .protocol.input_requests import state_key
+from .protocol.queued_tasks import TaskQueue
 from .protocol.request_info import RequestInfo
 from .protocol.server import Server
 from .protocol.session import SessionStore
@@ -162,7 +163,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             resources=ResourcesWithSkills(self._resources, self._skills),
             prompts=self._prompts,
             completions=self._completions,
-            tasks=_tasks(backend, settings),
+            tasks=_tasks(app, backend, settings),
             skills=self._skills,
         )
         self._servers.append(server)
@@ -281,10 +282,21 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         return source()
 
 
-def _tasks(backend: Backend, settings: Settings) -> Tasks | None:
-    """The tasks extension, when the backend keeps tasks (not a bare cachelib cache)."""
+def _tasks(app: Flask, backend: Backend, settings: Settings) -> Tasks | None:
+    """The tasks extension, when the backend keeps tasks (not a bare cachelib cache);
+    its tools run in threads of the web worker, or on Celery (``MCP_TASK_RUNNER``)."""
     if backend.tasks is None:
         return None
+    queue = None
+    if settings.task_runner == "celery":
+        try:
+            from . import task_celery
+        except ImportError as exc:
+            raise ConfigError(
+                f'MCP_TASK_RUNNER = "celery" needs Celery: pip install "flask-mcp[celery]" ({exc})'
+            ) from None
+        task_celery.register(app)
+        queue = TaskQueue(task_celery.send)
     ttl = settings.task_ttl
     return watch(Tasks(
         backend.tasks,
@@ -293,6 +305,7 @@ def _tasks(backend: Backend, settings: Settings) -> Tasks | None:
         poll_interval_ms=settings.task_poll_interval_ms,
         bus=backend.bus,
         max_running=settings.task_max_running,
+        queue=queue,
     ))
 
 

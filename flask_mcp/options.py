@@ -46,6 +46,9 @@ class ToolOptions(ListingOptions, total=False):
     task: str | None
     #: ``"call"`` (default): the task begins with the call; ``"explicit"``: at ``ctx.start_task()``.
     task_start: str
+    #: ``False``: a task whose queue worker died is failed instead of run again
+    #: (``MCP_TASK_RUNNER = "celery"``; default ``True``: the tool is safe to repeat).
+    task_rerun: bool
 
 
 class PromptOptions(ListingOptions, total=False):

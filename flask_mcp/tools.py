@@ -50,6 +50,8 @@ class Tool:
     task_support: str | None = None
     #: ``"call"``: the task begins with the call; ``"explicit"``: at ``ctx.start_task()``.
     task_start: str = "call"
+    #: Whether a task queue may run it again when its worker dies (``@mcp.tool(task_rerun=False)``: no).
+    task_rerun: bool = True
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
@@ -103,15 +105,19 @@ class Tool:
             header_params = collect_header_params(schema)
         except ValueError as exc:
             raise ValueError(f"Tool {tool_name!r}: {exc}") from None
-        return cls(tool_name, fn, definition, spec, output, header_params, required, limits, task, task_start)
+        task_rerun = bool(options.get("task_rerun", True))
+        return cls(
+            tool_name, fn, definition, spec, output, header_params, required, limits, task, task_start, task_rerun
+        )
 
     def visible_to(self, request: RequestInfo) -> bool:
         return permits(self.scopes, request)
 
     def invoke(self, arguments: dict[str, Any], request: RequestInfo) -> ToolOutcome:
-        if self.scopes:
+        resumed = request.task is not None and request.task.resumed  # a queue worker: checked when accepted
+        if self.scopes and not resumed:
             require_scopes(self.scopes, request, f"Tool {self.name!r}")  # 403 insufficient_scope
-        if self.rate_limit:
+        if self.rate_limit and not resumed:
             current_app.extensions["mcp"].rate_limits.hit_tool(self.name, self.rate_limit, request)  # 429
         kwargs = self.input.validate(arguments) if self.input is not None else self._arguments(arguments)
         if self.input is not None and self.input.context_param:

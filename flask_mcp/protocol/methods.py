@@ -18,6 +18,7 @@ from .meta import LOG_LEVELS
 from .pagination import page
 from .prompt_methods import CompletionMethods, PromptMethods
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
+from .queued_tasks import resume
 from .request_info import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutcome, ToolProvider
 from .resource_methods import ResourceMethods
 from .round_trips import Interim, RoundTrips
@@ -26,6 +27,7 @@ from .shaping import block_for
 from .skill_methods import SkillMethods
 from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
 from .task_methods import TASKS_EXTENSION, Tasks
+from .task_records import FAILED, TERMINAL, TaskRecord
 from .versions import REVISIONS, SUPPORTED_VERSIONS, Revision
 
 Instructions = Callable[[RequestInfo], "str | None"]
@@ -285,6 +287,34 @@ class Methods:
             return {"resultType": "complete", **_shape_tool_result(outcome, revision)}
 
         return self.tasks.tool_call(request, tool, arguments, shape)
+
+
+    def resume_task(self, task_id: str, request: RequestInfo, *, repeatable: bool = True) -> str | None:
+        """Run the queued task ``task_id`` here (a task queue's worker): ``request``
+        is the ``tools/call`` that created it. The status it ended with, or ``None``
+        when there was nothing to run (see :func:`.queued_tasks.resume`)."""
+        if self.tasks is None:
+            raise InternalError("MCP_BACKEND keeps no tasks: there is no task to resume.")
+        name = request.params.get("name")
+        tool = self.tools.find(name) if isinstance(name, str) else None
+        if tool is None:
+            message = f"Tool {name!r} is not registered in this worker."
+            error = InternalError(message).to_error()
+            self.tasks.change(task_id, lambda r: r.status not in TERMINAL and _fail(r, message, error))
+            return FAILED
+        arguments = request.params.get("arguments") or {}
+        revision = request.revision
+
+        def shape(outcome: ToolOutcome) -> dict[str, Any]:
+            return {"resultType": "complete", **_shape_tool_result(outcome, revision)}
+
+        repeatable = repeatable and getattr(tool, "task_rerun", True)
+        return resume(self.tasks, task_id, request, tool, arguments, shape, repeatable=repeatable)
+
+
+def _fail(record: TaskRecord, message: str, error: dict[str, Any]) -> bool:
+    record.status, record.status_message, record.error, record.input_requests = FAILED, message, error, {}
+    return True
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:

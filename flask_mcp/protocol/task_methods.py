@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bus import EVENTS_CHANNEL, MessageBus
 from .errors import InternalError, InvalidParams, MCPError, MissingClientCapability
@@ -29,6 +29,9 @@ from .input_requests import InputRequest, InputRequired, well_formed
 from .request_info import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
 from .session import StoreUnavailable
 from .task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, TaskStore
+
+if TYPE_CHECKING:
+    from .queued_tasks import TaskQueue
 
 logger = logging.getLogger("flask_mcp")
 
@@ -86,8 +89,11 @@ class Tasks:
         check_interval: float = 0.05,
         bus: MessageBus | None = None,
         max_running: int | None = None,
+        queue: TaskQueue | None = None,
     ) -> None:
         self.store = store
+        #: Where started tasks go instead of a thread here (``None``: threads).
+        self.queue = queue
         self.spawn = spawn
         #: Carries each change to the listen streams that follow the task (``None``: no push).
         self.bus = bus
@@ -175,8 +181,10 @@ class Tasks:
             if current.terminal or current.cancel_requested:
                 return False
             current.cancel_requested = True
-            current.status_message = "Cancellation requested."
             current.updated_at = self.clock()
+            if current.queued:  # no worker picked it up yet: it never starts
+                return _settle(current, CANCELLED, "Cancelled before it started.")
+            current.status_message = "Cancellation requested."
             return True
 
         self.change(record.task_id, flag)
@@ -210,43 +218,18 @@ class Tasks:
         """Start the tool in the background; return once its task exists (the
         ``CreateTaskResult``), or with what it did before starting one (an
         outcome, or the ``InputRequired``/error it raised)."""
+        if self.queue is not None:
+            return self.queue.enqueue(self, request, tool, arguments)
         handle = TaskHandle(self, request)
         job = replace(request, task=handle, is_cancelled=handle.is_cancelled, emit=handle.emit)
         self._claim_thread()
 
         def work() -> None:
             try:
-                run()
+                execute(handle, job, tool, arguments, shape)
             finally:
                 with self._running_lock:
                     self._threads -= 1
-
-        def run() -> None:
-            try:
-                outcome = tool.invoke(arguments, job)  # starts the task once the arguments are valid
-            except InvalidToolArguments as exc:
-                if not handle.started:
-                    handle.hand_over(exc)
-                    return
-                failure = shape(ToolOutcome([{"type": "text", "text": exc.message}], is_error=True))
-                handle.finish(lambda r: _settle(r, COMPLETED, None, result=failure))
-            except RequestCancelled as exc:
-                handle.end(exc, lambda r: _settle(r, CANCELLED, "Cancelled."))
-            except MCPError as exc:
-                message, error = exc.message, exc.to_error()
-                handle.end(exc, lambda r: _settle(r, FAILED, message, error=error))
-            except InputRequired as exc:  # before the task began: the call's multi round-trip answer
-                handle.end(exc, lambda r: _settle(r, FAILED, "Internal error.", error=_internal_error()))
-            except BaseException as exc:
-                if not isinstance(exc, StoreUnavailable):
-                    logger.exception("Task tool %r failed", tool.name)
-                handle.end(exc, lambda r: _settle(r, FAILED, "Internal error.", error=_internal_error()))
-            else:
-                if handle.started:
-                    result = shape(outcome)
-                    handle.finish(lambda r: _settle(r, COMPLETED, None, result=result))
-                else:
-                    handle.hand_over(outcome)
 
         try:
             alive = self.spawn(work)
@@ -302,6 +285,41 @@ class Tasks:
         )
 
 
+def execute(
+    handle: TaskHandle,
+    job: RequestInfo,
+    tool: ToolEntry,
+    arguments: dict[str, Any],
+    shape: Callable[[ToolOutcome], dict[str, Any]],
+) -> None:
+    """Run a task tool and record how it ended (in a task thread, or a queue worker)."""
+    try:
+        outcome = tool.invoke(arguments, job)  # starts the task once the arguments are valid
+    except InvalidToolArguments as exc:
+        if not handle.started:
+            handle.hand_over(exc)
+            return
+        failure = shape(ToolOutcome([{"type": "text", "text": exc.message}], is_error=True))
+        handle.finish(lambda r: _settle(r, COMPLETED, None, result=failure))
+    except RequestCancelled as exc:
+        handle.end(exc, lambda r: _settle(r, CANCELLED, "Cancelled."))
+    except MCPError as exc:
+        message, error = exc.message, exc.to_error()
+        handle.end(exc, lambda r: _settle(r, FAILED, message, error=error))
+    except InputRequired as exc:  # before the task began: the call's multi round-trip answer
+        handle.end(exc, lambda r: _settle(r, FAILED, "Internal error.", error=_internal_error()))
+    except BaseException as exc:
+        if not isinstance(exc, StoreUnavailable):
+            logger.exception("Task tool %r failed", tool.name)
+        handle.end(exc, lambda r: _settle(r, FAILED, "Internal error.", error=_internal_error()))
+    else:
+        if handle.started:
+            result = shape(outcome)
+            handle.finish(lambda r: _settle(r, COMPLETED, None, result=result))
+        else:
+            handle.hand_over(outcome)
+
+
 def _settle(record: TaskRecord, status: str, message: str | None, **fields: Any) -> bool:
     """Move a task to a terminal status, unless it already ended."""
     if record.terminal:
@@ -331,6 +349,11 @@ class TaskHandle:
         self._ready = threading.Event()
         self._last_check = 0.0
         self._cancelled = False
+        #: A queue worker's re-run after the first worker died: answers given to the
+        #: first run are handed back (keys asked again in the same order).
+        self.replaying = False
+        #: A queue worker runs this task: checks made when the call was accepted are not repeated.
+        self.resumed = False
 
     @property
     def started(self) -> bool:
@@ -443,17 +466,27 @@ class TaskHandle:
         task_id = self.record.task_id
         asked: dict[str, InputRequest] = {}
 
+        if self.replaying:
+            replayed = self._replay(questions)
+            if replayed is not None:
+                return replayed
+
         def park(record: TaskRecord) -> bool:
             asked.clear()
+            fresh: dict[str, InputRequest] = {}
             for question in questions:
                 key, n = question.key, 1
+                if self.replaying and (key in record.input_requests or key in record.answers):
+                    asked[key] = question  # the first run asked it: wait for that answer
+                    continue
                 while key in record.asked or key in asked:  # keys are unique over the task's life
                     n += 1
                     key = f"{question.key}-{n}"
-                asked[key] = question
-            record.asked.extend(asked)
-            record.input_requests.update({k: q.to_wire() for k, q in asked.items()})
-            record.status = INPUT_REQUIRED
+                asked[key] = fresh[key] = question
+            record.asked.extend(fresh)
+            record.input_requests.update({k: q.to_wire() for k, q in fresh.items()})
+            if record.input_requests:
+                record.status = INPUT_REQUIRED
             record.updated_at = self.tasks.clock()
             return True
 
@@ -469,9 +502,11 @@ class TaskHandle:
             if all(k in record.answers for k in keys):
                 answers = [record.answers[k] for k in keys]
 
-                def consume(current: TaskRecord) -> bool:
-                    for key in keys:
+                def consume(current: TaskRecord, taken: list[Any] = answers) -> bool:
+                    for key, answer in zip(keys, taken, strict=True):
                         current.answers.pop(key, None)
+                        if current.runs:  # run by a task queue: kept for a re-run
+                            current.given[key] = answer
                     return True
 
                 self.tasks.store.update(task_id, consume)  # nothing a client sees changes
@@ -479,3 +514,13 @@ class TaskHandle:
             # Answers come when a person acts: read less often the longer it takes.
             time.sleep(delay)
             delay = min(delay * 2, MAX_ANSWER_CHECK_INTERVAL)
+
+    def _replay(self, questions: list[InputRequest]) -> list[Any] | None:
+        """The answers the first run took for these questions' keys, when it took them all."""
+        record = self.read()
+        if record is None:
+            raise RequestCancelled()
+        if not all(q.key in record.given for q in questions):
+            return None
+        answers = [record.given[q.key] for q in questions]
+        return answers

@@ -43,6 +43,12 @@ class TaskRecord:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     cancel_requested: bool = False
+    #: Sent to a task queue (``MCP_TASK_RUNNER = "celery"``) and not yet picked up by a worker.
+    queued: bool = False
+    #: How many times a queue worker began running the tool (above 1: re-run after a worker died).
+    runs: int = 0
+    #: Answers the tool already took, by key: a re-run gets them again instead of asking anew.
+    given: dict[str, Any] = field(default_factory=dict)
 
     @property
     def terminal(self) -> bool:

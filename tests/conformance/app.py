@@ -524,3 +524,9 @@ def server_clock() -> dict[str, str]:
     """Tell the time as this server sees it (a generated skill: its manifest is dynamic)."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return {"SKILL.md": "# Server clock\n\nSee [now.txt](now.txt).\n", "now.txt": now + "\n"}
+
+
+if app.config["MCP_TASK_RUNNER"] == "celery":  # FLASK_MCP_TASK_RUNNER=celery: tests/test_e2e_celery.py
+    from tests.celery_setup import celery_init_app
+
+    celery_app = celery_init_app(app)
