@@ -19,17 +19,9 @@ from flask_login import LoginManager, UserMixin, current_user, login_user
 
 from flask_mcp import MCP, Context
 
-app = Flask(__name__)
-app.config.update(
-    SECRET_KEY=os.environ.get("FLASK_SECRET_KEY", "dev-only-secret"),
-    MCP_AUTH=True,
-    MCP_OAUTH=True,  # the app issues its own tokens (flask-mcp[oauth])
-)
-app.config.from_prefixed_env()
-
-login_manager = LoginManager(app)
+login_manager = LoginManager()
 login_manager.login_view = "login"  # where /oauth/authorize sends visitors who are not signed in
-
+mcp = MCP(name="members", version="1.0.0", title="Corner Bookshop members")
 MEMBERS = dict(pair.split(":", 1) for pair in os.environ.get("FLASK_MEMBERS", "alice:wonderland").split(","))
 
 
@@ -56,7 +48,6 @@ def _safe_next(target: str) -> str:
     return target if target.startswith("/") and not target.startswith("//") else url_for("login")
 
 
-@app.route("/login", methods=["GET", "POST"])
 def login() -> object:
     next_url = request.values.get("next", "/")
     if request.method == "POST":
@@ -71,8 +62,6 @@ def login() -> object:
     return render_template_string(LOGIN_PAGE, error=None, next=next_url)
 
 
-mcp = MCP(app, name="members", version="1.0.0", title="Corner Bookshop members")
-
 
 @mcp.tool(scopes=["books:read"])
 def whoami(ctx: Context) -> str:
@@ -86,3 +75,21 @@ def reserve(isbn: str, ctx: Context) -> str:
     """Reserve a book for the signed-in member."""
     member = ctx.principal.subject if ctx.principal else "nobody"
     return f"Reserved {isbn} for {member}."
+
+
+def create_app(config: dict[str, object] | None = None) -> Flask:
+    app = Flask(__name__)
+    app.config.update(
+        SECRET_KEY=os.environ.get("FLASK_SECRET_KEY", "dev-only-secret"),
+        MCP_AUTH=True,
+        MCP_OAUTH=True,  # the app issues its own tokens (flask-mcp[oauth])
+    )
+    app.config.from_prefixed_env()
+    app.config.update(config or {})
+    login_manager.init_app(app)
+    app.add_url_rule("/login", "login", login, methods=["GET", "POST"])
+    mcp.init_app(app)
+    return app
+
+
+app = create_app()

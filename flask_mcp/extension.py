@@ -157,13 +157,13 @@ class MCP(ServerSurface):
             skills=self._skills,
         )
         self._servers.append(server)
-        authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
-        app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits)
-        app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
         if app.config.get("MCP_OAUTH"):  # the app as its own authorization server (flask-mcp[oauth])
             from .oauth.server import OAuthServer
 
-            self._token_verifier = self._token_verifier or OAuthServer(app, self).verifier
+            verifier = OAuthServer(app, settings).verifier
+        authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
+        app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits)
+        app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
         register_metadata(app, settings)  # RFC 9728, when MCP_AUTH is on
         rate_limits.install(app, self.blueprint)
         hardening.install(app, [self.blueprint], cors=bool(settings.cors_origins))  # CSRF exemption, CORS preset

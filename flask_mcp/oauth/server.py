@@ -19,6 +19,7 @@ from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from flask import (Blueprint, Flask, Response, abort, current_app, redirect, render_template, request, session,
                    url_for)
 
+from ..config import ConfigError, Settings
 from ..auth import _declared_scopes, resource_url, token_hash
 from .clients import Client, ClientRejected, MetadataDocuments
 from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required, new_family
@@ -67,7 +68,7 @@ def open_store(app: Flask, spec: Any) -> OAuthStore:
         from .redis_store import RedisOAuthStore
 
         return RedisOAuthStore.from_url(spec)
-    raise ValueError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a redis:// URL or a store object "
+    raise ConfigError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a redis:// URL or a store object "
                      f"(got {spec!r})")
 
 
@@ -77,12 +78,12 @@ class OAuthServer:
     Also the Python API for an app's own account pages: :meth:`connections`
     and :meth:`revoke_client`."""
 
-    def __init__(self, app: Flask, mcp: Any) -> None:
+    def __init__(self, app: Flask, settings: Settings) -> None:
         for key, default in DEFAULTS.items():
             app.config.setdefault(key, default)
         config = app.config
-        if not app.extensions["mcp"].settings.auth:
-            raise ValueError("MCP_OAUTH needs MCP_AUTH = True: the endpoint must ask for the tokens it issues")
+        if not settings.auth:
+            raise ConfigError("MCP_OAUTH needs MCP_AUTH = True: the endpoint must ask for the tokens it issues")
         self.store = open_store(app, config["MCP_OAUTH_STORE"])
         self.current_user: Callable[[], str | None] = config["MCP_OAUTH_CURRENT_USER"] or _flask_login_user
         self.access_ttl = int(config["MCP_OAUTH_ACCESS_TOKEN_TTL"])
@@ -153,7 +154,7 @@ class OAuthServer:
 
     def _save_token(self, token: dict[str, Any], req: Any) -> None:
         now = time.time()
-        if getattr(req, "refresh_token", None) is not None and req.grant_type == "refresh_token":
+        if getattr(req, "refresh_token", None) is not None and req.payload.grant_type == "refresh_token":
             previous = req.refresh_token.record
             family, resource = previous.family, previous.resource
         else:
@@ -244,15 +245,15 @@ def authorize() -> Response:
         return _login_redirect()
     if request.method == "POST":
         _check_csrf()
-        granted = user if request.form.get("decision") == "allow" else None
-        response = server.authlib.create_authorization_response(grant_user=granted)
-        return _no_framing(response)
     try:
         grant = server.authlib.get_consent_grant(end_user=user)
     except OAuth2Error as error:
         if error.redirect_uri:
             return _no_framing(server.authlib.handle_error_response(grant_request(server), error))
         return _error_page(error)
+    if request.method == "POST":
+        granted = user if request.form.get("decision") == "allow" else None
+        return _no_framing(server.authlib.create_authorization_response(grant_user=granted, grant=grant))
     client: Client = grant.client
     redirect_uri = grant.redirect_uri or client.redirect_uris[0]
     page = render_template(
