@@ -4,7 +4,9 @@ Metadata Documents are served for real over HTTPS on loopback (tests/oauth_fixtu
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,9 +42,24 @@ def make_app(tmp_path: Path, site: ClientSite, **config: Any) -> Flask:
     })
 
 
-@pytest.fixture
-def app(tmp_path: Path, site: ClientSite) -> Flask:
-    return make_app(tmp_path, site)
+@pytest.fixture(params=["sqlite", "redis"])
+def app(request: pytest.FixtureRequest, tmp_path: Path, site: ClientSite) -> Iterator[Flask]:
+    """The example members' app, its OAuth state in SQLite (the default) or Redis."""
+    if request.param == "sqlite":
+        yield make_app(tmp_path, site)
+        return
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    try:
+        client.ping()
+    except redis.RedisError:
+        if os.environ.get("CI"):
+            pytest.fail("Redis is not reachable on 127.0.0.1:6379")
+        pytest.skip("Redis is not reachable on 127.0.0.1:6379")
+    prefix = f"flask-mcp-test-oauth-{os.getpid()}-{time.monotonic_ns()}:"
+    yield make_app(tmp_path, site, MCP_OAUTH_STORE="redis://127.0.0.1:6379/0", MCP_OAUTH_STORE_PREFIX=prefix)
+    for key in client.scan_iter(prefix + "*"):
+        client.delete(key)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from .verifier import OAuthTokenVerifier
 DEFAULTS: dict[str, Any] = {
     "MCP_OAUTH": False,  # turn the authorization server on (needs MCP_AUTH)
     "MCP_OAUTH_STORE": "sqlite://",  # "sqlite://" (instance folder), "sqlite:///path", "redis://...", or an object
+    "MCP_OAUTH_STORE_PREFIX": "flask-mcp:oauth:",  # Redis key prefix
     "MCP_OAUTH_ISSUER": None,  # the issuer URL (default: the request's root URL)
     "MCP_OAUTH_CURRENT_USER": None,  # () -> user id or None (default: Flask-Login's current_user)
     "MCP_OAUTH_LOGIN_URL": None,  # where to sign in (default: Flask-Login's login_view)
@@ -52,7 +53,7 @@ def _flask_login_user() -> str | None:
     return str(current_user.get_id()) if current_user.is_authenticated else None
 
 
-def open_store(app: Flask, spec: Any) -> OAuthStore:
+def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuthStore:
     """``MCP_OAUTH_STORE`` as a store object."""
     if not isinstance(spec, str):
         return spec  # type: ignore[no-any-return]
@@ -67,7 +68,7 @@ def open_store(app: Flask, spec: Any) -> OAuthStore:
     if spec.startswith(("redis://", "rediss://", "unix://")):
         from .redis_store import RedisOAuthStore
 
-        return RedisOAuthStore.from_url(spec)
+        return RedisOAuthStore.from_url(spec, prefix)
     raise ConfigError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a redis:// URL or a store object "
                      f"(got {spec!r})")
 
@@ -84,7 +85,7 @@ class OAuthServer:
         config = app.config
         if not settings.auth:
             raise ConfigError("MCP_OAUTH needs MCP_AUTH = True: the endpoint must ask for the tokens it issues")
-        self.store = open_store(app, config["MCP_OAUTH_STORE"])
+        self.store = open_store(app, config["MCP_OAUTH_STORE"], str(config["MCP_OAUTH_STORE_PREFIX"]))
         self.current_user: Callable[[], str | None] = config["MCP_OAUTH_CURRENT_USER"] or _flask_login_user
         self.access_ttl = int(config["MCP_OAUTH_ACCESS_TOKEN_TTL"])
         self.refresh_ttl = float(config["MCP_OAUTH_REFRESH_TOKEN_TTL"])
