@@ -22,7 +22,7 @@ from .store import CodeRecord, OAuthStore, TokenRecord
 logger = logging.getLogger("flask_mcp")
 
 
-class InvalidTargetError(OAuth2Error):
+class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
     """RFC 8707: the ``resource`` asked for is not this server's MCP endpoint."""
 
     error = "invalid_target"

@@ -16,11 +16,11 @@ from urllib.parse import urlencode, urlsplit
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
-from flask import (Blueprint, Flask, Response, abort, current_app, redirect, render_template, request, session,
-                   url_for)
+from flask import Blueprint, Flask, Response, abort, current_app, redirect, render_template, request, session, url_for
+from werkzeug.wrappers import Response as BaseResponse
 
-from ..config import ConfigError, Settings
 from ..auth import _declared_scopes, resource_url, token_hash
+from ..config import ConfigError, Settings
 from .clients import Client, ClientRejected, MetadataDocuments
 from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required, new_family
 from .store import Connection, OAuthStore, TokenRecord
@@ -213,14 +213,14 @@ def _check_csrf() -> None:
                        mimetype="text/plain"))
 
 
-def _no_framing(response: Response) -> Response:
+def _no_framing(response: BaseResponse) -> BaseResponse:
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
     response.headers["Cache-Control"] = "no-store"
     return response
 
 
-def _login_redirect() -> Response:
+def _login_redirect() -> BaseResponse:
     login = current_app.config["MCP_OAUTH_LOGIN_URL"]
     if login is None:
         manager = getattr(current_app, "login_manager", None)
@@ -233,13 +233,13 @@ def _login_redirect() -> Response:
     return redirect(login + separator + urlencode({"next": request.full_path}))
 
 
-def _error_page(error: OAuth2Error) -> Response:
+def _error_page(error: OAuth2Error) -> BaseResponse:
     detail = request.environ.get("flask_mcp.oauth.client_error") or error.description or error.error
     body = json.dumps({"error": error.error, "error_description": detail})
     return _no_framing(Response(body, 400, mimetype="application/json"))
 
 
-def authorize() -> Response:
+def authorize() -> BaseResponse:
     server = _server()
     user = server.current_user()
     if user is None:
@@ -291,7 +291,7 @@ def metadata() -> Response:
     return response
 
 
-def connections() -> Response:
+def connections() -> BaseResponse:
     server = _server()
     user = server.current_user()
     if user is None:
@@ -299,7 +299,7 @@ def connections() -> Response:
     if request.method == "POST":
         _check_csrf()
         server.revoke_client(user, request.form.get("client_id", ""))
-        return _no_framing(redirect(url_for("mcp_oauth.connections")))  # type: ignore[arg-type]
+        return _no_framing(redirect(url_for("mcp_oauth.connections")))
     page = render_template(current_app.config["MCP_OAUTH_CONNECTIONS_TEMPLATE"],
                            connections=server.connections(user), csrf_token=_csrf_token())
     return _no_framing(Response(page, mimetype="text/html"))
