@@ -339,3 +339,12 @@ def test_metadata_documents_are_cached(browser: FlaskClient, site: ClientSite) -
                                                                              site.redirect_uri))
         assert page.status_code == 200
     assert site.fetches == 1
+
+
+def test_mcp_oauth_needs_mcp_auth(tmp_path: Path, site: ClientSite) -> None:
+    from flask_mcp.config import ConfigError
+
+    with pytest.raises(ConfigError, match="MCP_AUTH"):
+        make_app(tmp_path, site, MCP_AUTH=False)
+    with pytest.raises(ConfigError, match="MCP_OAUTH_STORE"):
+        make_app(tmp_path, site, MCP_OAUTH_STORE="postgres://db/oauth")
