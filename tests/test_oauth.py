@@ -301,6 +301,14 @@ def test_a_token_for_another_resource_is_refused(browser: FlaskClient, site: Cli
     assert refused.status_code == 400 and refused.json["error"] == "invalid_target"
 
 
+def test_authorize_refuses_a_scope_the_server_does_not_offer(browser: FlaskClient, site: ClientSite) -> None:
+    params = authorize_params(site.add_client("host"), pkce()[1], site.redirect_uri, scope="books:read admin")
+    response = browser.get("/oauth/authorize", query_string=params)
+    assert response.status_code == 302
+    answer = parse_qs(urlsplit(response.headers["Location"]).query)
+    assert answer["error"] == ["invalid_scope"] and "admin" in answer["error_description"][0]
+
+
 def test_consent_post_without_its_csrf_token_issues_no_code(browser: FlaskClient, site: ClientSite) -> None:
     params = authorize_params(site.add_client("host"), pkce()[1], site.redirect_uri)
     assert browser.get("/oauth/authorize", query_string=params).status_code == 200

@@ -11,11 +11,11 @@ import time
 from typing import Any
 
 from authlib.oauth2.rfc6749 import grants
-from authlib.oauth2.rfc6749.errors import InvalidRequestError, OAuth2Error
+from authlib.oauth2.rfc6749.errors import InvalidRequestError, InvalidScopeError, OAuth2Error
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 
-from ..auth import token_hash
+from ..auth import scope_granted, token_hash
 from .clients import Client
 from .store import CodeRecord, OAuthStore, TokenRecord
 
@@ -99,12 +99,18 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[mis
 
     store: OAuthStore
     resource: Any  # () -> str, this MCP endpoint's URL
+    supported_scopes: Any  # () -> tuple[str, ...], what the server's tools declare (or MCP_AUTH_SCOPES)
     code_ttl: float
 
     def validate_authorization_request(self) -> str:
         redirect_uri: str = super().validate_authorization_request()
         try:
             check_resource(self.request.payload.datalist.get("resource", []), self.resource())
+            supported = self.supported_scopes()
+            unknown = [scope for scope in (self.request.payload.scope or "").split()
+                       if supported and not scope_granted(supported, scope)]
+            if unknown:
+                raise InvalidScopeError(f"This server does not offer the scope {' '.join(unknown)}.")
         except OAuth2Error as error:
             error.redirect_uri = redirect_uri
             error.state = self.request.payload.state

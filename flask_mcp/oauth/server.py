@@ -101,7 +101,8 @@ class OAuthServer:
         )
         resource = staticmethod(self.resource)
         code_grant = type("CodeGrant", (AuthorizationCodeGrant,), {
-            "store": self.store, "resource": resource, "code_ttl": float(config["MCP_OAUTH_CODE_TTL"])})
+            "store": self.store, "resource": resource, "supported_scopes": staticmethod(_supported_scopes),
+            "code_ttl": float(config["MCP_OAUTH_CODE_TTL"])})
         self.authlib.register_grant(code_grant, [S256Required(required=True)])
         self.authlib.register_grant(type("RefreshGrant", (RefreshTokenGrant,), {"store": self.store}))
         self.authlib.register_endpoint(type("RevocationEndpoint", (Revocation,), {"store": self.store}))
@@ -125,8 +126,7 @@ class OAuthServer:
     def metadata(self) -> dict[str, Any]:
         """RFC 8414 authorization server metadata."""
         base = self.issuer()
-        state = current_app.extensions["mcp"]
-        scopes = state.settings.auth_scopes or _declared_scopes(state)
+        scopes = _supported_scopes()
         document: dict[str, Any] = {
             "issuer": base,
             "authorization_endpoint": base + "/oauth/authorize",
@@ -183,6 +183,11 @@ class OAuthServer:
     def revoke_client(self, user_id: str, client_id: str) -> int:
         """Disconnect a client: every token it holds for ``user_id`` stops working now."""
         return self.store.revoke_client(str(user_id), client_id)
+
+
+def _supported_scopes() -> tuple[str, ...]:
+    state = current_app.extensions["mcp"]
+    return tuple(state.settings.auth_scopes or _declared_scopes(state))
 
 
 def _random_token(*args: Any, **kwargs: Any) -> str:
