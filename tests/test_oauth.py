@@ -4,6 +4,7 @@ Metadata Documents are served for real over HTTPS on loopback (tests/oauth_fixtu
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import time
@@ -13,13 +14,25 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from conftest import ROOT
 from flask import Flask
 from flask.testing import FlaskClient
 from oauth_fixtures import ClientSite, pkce
 
 pytest.importorskip("authlib")
-from example.oauth_app import create_app  # noqa: E402
 from flask_mcp.oauth import oauth_server  # noqa: E402
+
+
+def _example() -> Any:
+    """example/oauth_app.py (the repository's example, not an installed package)."""
+    spec = importlib.util.spec_from_file_location("example_oauth_app", ROOT / "example" / "oauth_app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+create_app = _example().create_app
 
 RESOURCE = "http://localhost/mcp"
 

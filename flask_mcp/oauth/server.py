@@ -62,7 +62,6 @@ def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuth
 
         path = spec[len("sqlite:///"):] if spec.startswith("sqlite:///") else ""
         if not path:
-            os.makedirs(app.instance_path, exist_ok=True)
             path = os.path.join(app.instance_path, "mcp-oauth.sqlite3")
         return SQLiteOAuthStore(path)
     if spec.startswith(("redis://", "rediss://", "unix://")):

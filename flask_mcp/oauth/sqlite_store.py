@@ -3,6 +3,7 @@ shared by every worker process on the host (WAL, short transactions)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -26,19 +27,22 @@ _TOKEN_COLUMNS = ", ".join(f.name for f in fields(TokenRecord))
 
 
 class SQLiteOAuthStore:
-    """Codes and tokens in a SQLite file (a connection per thread)."""
+    """Codes and tokens in a SQLite file (a connection per thread), created
+    on first use: importing an app touches no disk."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._local = threading.local()
-        with self._db() as db:
-            db.executescript(_SCHEMA)
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
+            directory = os.path.dirname(self.path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
             self._local.db = db
         return db
 
