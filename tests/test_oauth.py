@@ -369,3 +369,51 @@ def test_mcp_oauth_needs_mcp_auth(tmp_path: Path, site: ClientSite) -> None:
         make_app(tmp_path, site, MCP_AUTH=False)
     with pytest.raises(ConfigError, match="MCP_OAUTH_STORE"):
         make_app(tmp_path, site, MCP_OAUTH_STORE="postgres://db/oauth")
+
+
+# ---------------------------------------------------------------------- RFC 7591 (optional)
+
+
+def test_dynamic_registration_is_off_unless_configured(app: Flask) -> None:
+    client = app.test_client()
+    assert "registration_endpoint" not in client.get("/.well-known/oauth-authorization-server").json
+    assert client.post("/oauth/register", json={"redirect_uris": ["https://host.example/cb"]}).status_code == 404
+
+
+def test_a_dynamically_registered_public_client_completes_the_flow(tmp_path: Path, site: ClientSite) -> None:
+    app = make_app(tmp_path, site, MCP_OAUTH_DYNAMIC_REGISTRATION=True)
+    api = app.test_client()
+    metadata = api.get("/.well-known/oauth-authorization-server").json
+    assert metadata["registration_endpoint"] == "http://localhost/oauth/register"
+    registered = api.post("/oauth/register", json={
+        "client_name": "Registered Host", "redirect_uris": [site.redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+        "token_endpoint_auth_method": "none"})
+    assert registered.status_code == 201, registered.data
+    body = registered.json
+    assert "client_secret" not in body and body["token_endpoint_auth_method"] == "none"
+    client_id = body["client_id"]
+
+    browser = app.test_client()
+    browser.post("/login", data={"username": "alice", "password": "wonderland"})
+    page = browser.get("/oauth/authorize", query_string=authorize_params(client_id, pkce()[1], site.redirect_uri))
+    assert "Registered Host" in page.text
+    code, _ = get_code(browser, site, client_id)
+    tokens = exchange(api, code=code, client_id=client_id, redirect_uri=site.redirect_uri)
+    assert tokens.status_code == 400  # no code_verifier: refused like any other client's
+    code, verifier = get_code(browser, site, client_id)
+    tokens = exchange(api, code=code, code_verifier=verifier, client_id=client_id, redirect_uri=site.redirect_uri)
+    assert tokens.status_code == 200, tokens.data
+    assert call(api, tokens.json["access_token"]).status_code == 200
+
+
+@pytest.mark.parametrize("metadata", [
+    {"redirect_uris": ["https://host.example/cb"], "token_endpoint_auth_method": "client_secret_basic"},
+    {"client_name": "no redirect URIs", "token_endpoint_auth_method": "none"},
+], ids=["confidential", "no-redirect-uris"])
+def test_dynamic_registration_refuses_what_it_cannot_serve(tmp_path: Path, site: ClientSite,
+                                                          metadata: dict[str, Any]) -> None:
+    app = make_app(tmp_path, site, MCP_OAUTH_DYNAMIC_REGISTRATION=True)
+    response = app.test_client().post("/oauth/register", json=metadata)
+    assert response.status_code == 400
+    assert response.json["error"] == "invalid_client_metadata"

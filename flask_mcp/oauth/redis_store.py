@@ -29,6 +29,13 @@ class RedisOAuthStore:
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
+    def save_client(self, client_id: str, document: dict[str, Any]) -> None:
+        self.redis.set(self._key("client", client_id), json.dumps(document))
+
+    def client_document(self, client_id: str) -> dict[str, Any] | None:
+        raw = self.redis.get(self._key("client", client_id))
+        return json.loads(raw) if raw else None
+
     def save_code(self, record: CodeRecord) -> None:
         ttl = max(1, int(record.expires_at - time.time()) + 1)
         self.redis.set(self._key("code", record.code_hash), json.dumps(asdict(record)), ex=ttl)

@@ -21,7 +21,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from ..auth import _declared_scopes, resource_url, token_hash
 from ..config import ConfigError, Settings
-from .clients import Client, ClientRejected, MetadataDocuments
+from .clients import Client, ClientRejected, MetadataDocuments, client_from_document
 from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required, new_family
 from .store import Connection, OAuthStore, TokenRecord
 from .verifier import OAuthTokenVerifier
@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_OAUTH_CIMD_CACHE_TTL": 300,
     "MCP_OAUTH_CIMD_CA_BUNDLE": None,  # a CA bundle for fetching metadata documents (default: certifi's)
     "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": False,  # tests only: metadata documents on 127.0.0.1
+    "MCP_OAUTH_DYNAMIC_REGISTRATION": False,  # also accept RFC 7591 registrations at /oauth/register
 }
 
 _CSRF_KEY = "mcp_oauth_csrf"
@@ -105,6 +106,12 @@ class OAuthServer:
         self.authlib.register_grant(code_grant, [S256Required(required=True)])
         self.authlib.register_grant(type("RefreshGrant", (RefreshTokenGrant,), {"store": self.store}))
         self.authlib.register_endpoint(type("RevocationEndpoint", (Revocation,), {"store": self.store}))
+        self.dynamic_registration = bool(config["MCP_OAUTH_DYNAMIC_REGISTRATION"])
+        if self.dynamic_registration:
+            from .registration import Registration
+
+            self.authlib.register_endpoint(type("RegistrationEndpoint", (Registration,), {
+                "store": self.store, "server_metadata": staticmethod(self.metadata)}))
         self.verifier = OAuthTokenVerifier(self.store)
         app.extensions["mcp_oauth"] = self
         app.register_blueprint(_blueprint())
@@ -112,6 +119,7 @@ class OAuthServer:
         if csrf is not None:  # Flask-WTF: clients post to /oauth/token and /oauth/revoke without a form token
             csrf.exempt(token)
             csrf.exempt(revoke)
+            csrf.exempt(register)
 
     # ------------------------------------------------------------------ addresses
 
@@ -140,11 +148,16 @@ class OAuthServer:
         }
         if scopes:
             document["scopes_supported"] = list(scopes)
+        if self.dynamic_registration:
+            document["registration_endpoint"] = base + "/oauth/register"
         return document
 
     # ------------------------------------------------------------------ authlib callbacks
 
     def _query_client(self, client_id: str) -> Client | None:
+        if not client_id.startswith("https://"):
+            document = self.store.client_document(client_id)
+            return client_from_document(client_id, document) if document else None
         try:
             return self.documents.get(client_id)
         except ClientRejected as exc:
@@ -289,6 +302,14 @@ def revoke() -> Response:
     return response
 
 
+def register() -> Response:
+    server = _server()
+    if not server.dynamic_registration:
+        abort(404)
+    response: Response = server.authlib.create_endpoint_response("client_registration")
+    return response
+
+
 def metadata() -> Response:
     response = Response(json.dumps(_server().metadata()), mimetype="application/json")
     response.headers["Access-Control-Allow-Origin"] = "*"
@@ -315,5 +336,6 @@ def _blueprint() -> Blueprint:
     bp.add_url_rule("/oauth/authorize", "authorize", authorize, methods=["GET", "POST"])
     bp.add_url_rule("/oauth/token", "token", token, methods=["POST"])
     bp.add_url_rule("/oauth/revoke", "revoke", revoke, methods=["POST"])
+    bp.add_url_rule("/oauth/register", "register", register, methods=["POST"])
     bp.add_url_rule("/oauth/connections", "connections", connections, methods=["GET", "POST"])
     return bp

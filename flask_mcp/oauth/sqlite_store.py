@@ -3,11 +3,13 @@ shared by every worker process on the host (WAL, short transactions)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
 from dataclasses import astuple, fields
+from typing import Any
 
 from .store import CodeRecord, Connection, TokenRecord
 
@@ -20,6 +22,7 @@ CREATE TABLE IF NOT EXISTS oauth_tokens (
     scope TEXT, resource TEXT, issued_at REAL, expires_at REAL, refresh_expires_at REAL,
     revoked INTEGER, rotated INTEGER, client_name TEXT);
 CREATE INDEX IF NOT EXISTS oauth_tokens_family ON oauth_tokens (family);
+CREATE TABLE IF NOT EXISTS oauth_clients (client_id TEXT PRIMARY KEY, document TEXT, created_at REAL);
 CREATE INDEX IF NOT EXISTS oauth_tokens_user ON oauth_tokens (user_id, client_id);
 """
 
@@ -45,6 +48,13 @@ class SQLiteOAuthStore:
             db.executescript(_SCHEMA)
             self._local.db = db
         return db
+
+    def save_client(self, client_id: str, document: dict[str, Any]) -> None:
+        self._db().execute("INSERT INTO oauth_clients VALUES (?, ?, ?)", (client_id, json.dumps(document), time.time()))
+
+    def client_document(self, client_id: str) -> dict[str, Any] | None:
+        row = self._db().execute("SELECT document FROM oauth_clients WHERE client_id = ?", (client_id,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def save_code(self, record: CodeRecord) -> None:
         self._db().execute("INSERT INTO oauth_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", astuple(record))

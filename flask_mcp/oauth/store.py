@@ -6,7 +6,7 @@ as themselves, so a leaked store hands out no credential."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,14 @@ class Connection:
 
 
 class OAuthStore(Protocol):
-    """Where codes and tokens live. Every method is atomic on its own."""
+    """Where codes, tokens and dynamically registered clients live. Every
+    method is atomic on its own."""
+
+    def save_client(self, client_id: str, document: dict[str, Any]) -> None:
+        """Keep an RFC 7591 registration (its metadata, as JSON)."""
+        ...
+
+    def client_document(self, client_id: str) -> dict[str, Any] | None: ...
 
     def save_code(self, record: CodeRecord) -> None: ...
 
