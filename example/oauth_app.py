@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import os
 
-from flask import Flask, redirect, render_template_string, request, url_for
+from flask import Flask, redirect, render_template_string, request
 from flask_login import LoginManager, UserMixin, current_user, login_user
 
 from flask_mcp import MCP, Context
@@ -45,7 +45,8 @@ LOGIN_PAGE = """<!doctype html><title>Sign in</title><h1>Sign in to the Corner B
 
 def _safe_next(target: str) -> str:
     """Only paths on this site: an open redirect would hand the sign-in to anyone."""
-    return target if target.startswith("/") and not target.startswith("//") else url_for("login")
+    local = target.startswith("/") and not target.startswith(("//", "/\\"))
+    return target if local else "/"
 
 
 def login() -> object:
@@ -88,6 +89,7 @@ def create_app(config: dict[str, object] | None = None) -> Flask:
     app.config.update(config or {})
     login_manager.init_app(app)
     app.add_url_rule("/login", "login", login, methods=["GET", "POST"])
+    app.add_url_rule("/", "home", lambda: redirect("/oauth/connections"))  # the member's connected apps
     mcp.init_app(app)
     return app
 
