@@ -417,3 +417,27 @@ def test_dynamic_registration_refuses_what_it_cannot_serve(tmp_path: Path, site:
     response = app.test_client().post("/oauth/register", json=metadata)
     assert response.status_code == 400
     assert response.json["error"] == "invalid_client_metadata"
+
+
+def test_an_oversized_or_mismatched_metadata_document_is_refused(browser: FlaskClient, site: ClientSite) -> None:
+    big = site.add_client("big")
+    site.documents["/clients/big.json"]["padding"] = "x" * 6000
+    liar = site.add_client("liar")
+    site.documents["/clients/liar.json"]["client_id"] = "https://claude.example/client.json"
+    for client_id, reason in ((big, "over 5120 bytes"), (liar, "another client_id")):
+        response = browser.get("/oauth/authorize", query_string=authorize_params(client_id, pkce()[1],
+                                                                                 site.redirect_uri))
+        assert response.status_code == 400
+        assert response.json["error"] == "invalid_client"
+        assert reason in response.json["error_description"]
+
+
+def test_one_client_cannot_revoke_another_clients_token(browser: FlaskClient, site: ClientSite) -> None:
+    client_id = site.add_client("host")
+    other = site.add_client("other")
+    code, verifier = get_code(browser, site, client_id)
+    api = browser.application.test_client()
+    access = exchange(api, code=code, code_verifier=verifier, client_id=client_id,
+                      redirect_uri=site.redirect_uri).json["access_token"]
+    api.post("/oauth/revoke", data={"token": access, "client_id": other})
+    assert call(api, access).status_code == 200
