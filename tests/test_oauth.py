@@ -441,3 +441,17 @@ def test_one_client_cannot_revoke_another_clients_token(browser: FlaskClient, si
                       redirect_uri=site.redirect_uri).json["access_token"]
     api.post("/oauth/revoke", data={"token": access, "client_id": other})
     assert call(api, access).status_code == 200
+
+
+def test_the_flow_works_in_an_app_with_flask_wtf_csrf_protection(tmp_path: Path, site: ClientSite) -> None:
+    from flask_wtf.csrf import CSRFProtect
+
+    app = make_app(tmp_path, site)
+    CSRFProtect(app).exempt(app.view_functions["login"])  # the example's login form has no Flask-WTF token
+    browser = app.test_client()
+    assert browser.post("/login", data={"username": "alice", "password": "wonderland"}).status_code == 302
+    client_id = site.add_client("host")
+    code, verifier = get_code(browser, site, client_id)
+    tokens = exchange(app.test_client(), code=code, code_verifier=verifier, client_id=client_id,
+                      redirect_uri=site.redirect_uri)
+    assert tokens.status_code == 200, tokens.data

@@ -19,6 +19,7 @@ from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from flask import Blueprint, Flask, Response, abort, current_app, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
+from .. import hardening
 from ..auth import _declared_scopes, resource_url, token_hash
 from ..config import ConfigError, Settings
 from .clients import Client, ClientRejected, MetadataDocuments, client_from_document
@@ -114,12 +115,11 @@ class OAuthServer:
                 "store": self.store, "server_metadata": staticmethod(self.metadata)}))
         self.verifier = OAuthTokenVerifier(self.store)
         app.extensions["mcp_oauth"] = self
-        app.register_blueprint(_blueprint())
-        csrf = app.extensions.get("csrf")
-        if csrf is not None:  # Flask-WTF: clients post to /oauth/token and /oauth/revoke without a form token
-            csrf.exempt(token)
-            csrf.exempt(revoke)
-            csrf.exempt(register)
+        blueprint = _blueprint()
+        app.register_blueprint(blueprint)
+        # Flask-WTF's CSRFProtect, set up before or after: clients post to /oauth/token without a form
+        # token, and the consent and connections forms carry their own (checked by _check_csrf).
+        hardening.install(app, [blueprint], cors=False)
 
     # ------------------------------------------------------------------ addresses
 
