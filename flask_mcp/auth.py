@@ -394,7 +394,7 @@ def register_metadata(app: Flask, settings: Settings) -> None:
     path-inserted variant for the endpoint (``.../oauth-protected-resource/mcp``)."""
     if not settings.auth:
         return
-    if not settings.auth_servers:
+    if not settings.auth_servers and "mcp_oauth" not in app.extensions:
         logger.warning("MCP_AUTH is on but MCP_AUTH_SERVERS is empty: clients cannot discover "
                        "where to get a token (the metadata document lists no authorization server).")
     paths = {WELL_KNOWN, WELL_KNOWN + settings.url_prefix.rstrip("/")}
@@ -412,7 +412,7 @@ def _metadata() -> Response:
     scopes = settings.auth_scopes or _declared_scopes(state)
     document: dict[str, Any] = {
         "resource": resource_url(settings),
-        "authorization_servers": list(settings.auth_servers),
+        "authorization_servers": list(settings.auth_servers) or _own_authorization_server(),
         "bearer_methods_supported": ["header"],
         "resource_name": settings.name,
     }
@@ -422,6 +422,12 @@ def _metadata() -> Response:
     response.headers["Cache-Control"] = "public, max-age=3600"
     response.headers["Access-Control-Allow-Origin"] = "*"  # public, read by browser clients
     return response
+
+
+def _own_authorization_server() -> list[str]:
+    """The app's own authorization server (``MCP_OAUTH``), when it runs one."""
+    own = current_app.extensions.get("mcp_oauth")
+    return [own.issuer()] if own is not None else []
 
 
 def _declared_scopes(state: Any) -> tuple[str, ...]:

@@ -167,6 +167,10 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             skills=self._skills,
         )
         self._servers.append(server)
+        if app.config.get("MCP_OAUTH"):  # the app as its own authorization server (flask-mcp[oauth])
+            from .oauth.server import OAuthServer
+
+            verifier = OAuthServer(app, settings).verifier
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
         app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)

@@ -1,0 +1,117 @@
+"""What the OAuth tests need around the app: an HTTPS server on loopback
+that serves Client ID Metadata Documents (with a throw-away certificate
+authority the app is told to trust) and receives the browser at the
+client's redirect URI."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import ipaddress
+import json
+import secrets
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (its own CA): (certificate file, key file)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                       critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cimd-cert.pem", directory / "cimd-key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+class ClientSite:
+    """The client's own web site on https://127.0.0.1:PORT: ``/clients/<name>.json``
+    documents and ``/callback`` (records each query it receives)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.cert_file, key_file = self_signed_certificate(directory)
+        self.documents: dict[str, dict[str, Any]] = {}
+        self.callbacks: list[dict[str, str]] = []
+        self.fetches = 0
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                path = urlsplit(self.path).path
+                if path == "/callback":
+                    site.callbacks.append({k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()})
+                    body, kind = b"<!doctype html><title>Connected</title><p id=done>You may close this window.", \
+                        "text/html"
+                elif path in site.documents:
+                    site.fetches += 1
+                    body, kind = json.dumps(site.documents[path]).encode(), "application/json"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert_file, key_file)
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.base = f"https://127.0.0.1:{self.httpd.server_address[1]}"
+        self.redirect_uri = self.base + "/callback"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def start(self) -> ClientSite:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def add_client(self, name: str, *, client_name: str | None = None,
+                   redirect_uris: list[str] | None = None) -> str:
+        """Publish a metadata document; its URL is the client_id."""
+        path = f"/clients/{name}.json"
+        client_id = self.base + path
+        self.documents[path] = {
+            "client_id": client_id,
+            "client_name": client_name or name,
+            "redirect_uris": redirect_uris or [self.redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
+        return client_id
+
+
+def pkce() -> tuple[str, str]:
+    """(verifier, S256 challenge)."""
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
