@@ -23,7 +23,8 @@ from typing import Any
 from .errors import InternalError
 from .request_info import RequestInfo, ToolEntry, ToolOutcome
 from .session import StoreUnavailable
-from .task_methods import TaskHandle, Tasks, _settle, execute
+from .task_handle import TaskHandle, execute, settle
+from .task_methods import Tasks
 from .task_records import CANCELLED, COMPLETED, FAILED, TaskRecord
 
 logger = logging.getLogger("flask_mcp")
@@ -84,7 +85,7 @@ class QueueingHandle(TaskHandle):
             logger.exception("Could not queue task %s", record.task_id)
             error = InternalError("The task queue is unavailable.").to_error()
             message = "The task queue is unavailable."
-            self.tasks.change(record.task_id, lambda r: _settle(r, FAILED, message, error=error))
+            self.tasks.change(record.task_id, lambda r: settle(r, FAILED, message, error=error))
             raise InternalError("The task queue is unavailable; try again later.", http_status=503) from None
         raise Queued({**record.created(), "content": []})
 
@@ -116,12 +117,12 @@ class ResumedHandle(TaskHandle):
         self._begun = True
         if isinstance(value, ToolOutcome):
             result = self._shape(value)
-            self.finish(lambda r: _settle(r, COMPLETED, None, result=result))
+            self.finish(lambda r: settle(r, COMPLETED, None, result=result))
         else:
             message = "The tool ended differently on the task's worker; see the server log."
             logger.error("Task %s: %s (%r)", self.task_id, message, value)
             error = InternalError(message).to_error()
-            self.finish(lambda r: _settle(r, FAILED, message, error=error))
+            self.finish(lambda r: settle(r, FAILED, message, error=error))
 
 
 def resume(
@@ -146,14 +147,14 @@ def resume(
         if record.terminal:
             return False
         if record.cancel_requested:
-            return _settle(record, CANCELLED, "Cancelled before it started.")
+            return settle(record, CANCELLED, "Cancelled before it started.")
         first = record.runs == 0
         record.runs += 1
         record.queued = False
         record.updated_at = tasks.clock()
         if not first and not repeatable:
             refused = True
-            return _settle(record, FAILED, NOT_REPEATED, error=InternalError(NOT_REPEATED).to_error())
+            return settle(record, FAILED, NOT_REPEATED, error=InternalError(NOT_REPEATED).to_error())
         return True
 
     record = tasks.change(task_id, begin)
