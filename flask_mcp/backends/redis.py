@@ -183,11 +183,18 @@ class RedisSessionStore:
         """Gone for this process at once; for the others when Redis's invalidation arrives."""
         key = self._key(session_id)
         self._refreshed.pop(session_id, None)
+        mark = self._copies.reported(key)
         try:
             with _unavailable(self._where):
-                return bool(self.client.delete(key))
+                deleted = bool(self.client.delete(key))
         finally:
             self._copies.forget(key)
+        if deleted:
+            # Answer once Redis's report of the DELETE is back here: by then it
+            # was sent to every worker on every host, so the window in which
+            # another one still serves its copy is that worker's own delay.
+            self._copies.await_report(key, mark)
+        return deleted
 
     def close(self) -> None:
         """Stop this process's invalidation listener."""

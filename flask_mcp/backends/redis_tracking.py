@@ -62,6 +62,8 @@ class TrackedCache:
         self._lock = threading.Lock()
         self._values: dict[str, Any] = {}
         self._slots = [0] * _SLOTS
+        #: Reports received per slot (only the listener changes these).
+        self._reports = [0] * _SLOTS
         self._epoch = 0
         #: Whether copies may be served now (the invalidation connection is live).
         self.live = False
@@ -98,6 +100,28 @@ class TrackedCache:
             if len(values) >= self.size and key not in values:
                 values.pop(next(iter(values)), None)  # the oldest entry
             values[key] = value
+
+    def reported(self, key: str) -> int | None:
+        """A mark to hand to :meth:`await_report` after changing ``key``; ``None`` when not live."""
+        if not self.live or self._pid != os.getpid():
+            return None
+        return self._reports[self._slot(key)]
+
+    def await_report(self, key: str, mark: int | None, timeout: float = 0.1) -> bool:
+        """Wait (at most ``timeout``) until this process's invalidation
+        connection has received a report for ``key``'s slot since ``mark``.
+        Redis writes a change's reports to every tracking connection before
+        it answers the change, so once this one has it, every other worker's
+        is at least on its way (see docs/redis.md)."""
+        if mark is None:
+            return False
+        slot = self._slot(key)
+        deadline = time.monotonic() + timeout
+        while self._reports[slot] == mark:
+            if not self.live or time.monotonic() > deadline:
+                return False
+            time.sleep(0.0002)
+        return True
 
     def forget(self, key: str) -> None:
         """Drop ``key`` now (this process changed or deleted it) and void reads in flight."""
@@ -235,4 +259,6 @@ class TrackedCache:
             for key in keys:
                 name = _text(key)
                 self._values.pop(name, None)
-                self._slots[self._slot(name)] += 1
+                slot = self._slot(name)
+                self._slots[slot] += 1
+                self._reports[slot] += 1
