@@ -62,7 +62,8 @@ def main() -> None:
     prefix = f"flask-mcp-bench-invalidation:{uuid.uuid4().hex}:"
     store = _store(args.url, args.protocol, prefix)
     here, there = multiprocessing.Pipe()
-    child = multiprocessing.get_context("spawn").Process(target=_observer, args=(args.url, args.protocol, prefix, there))
+    spawn = multiprocessing.get_context("spawn")
+    child = spawn.Process(target=_observer, args=(args.url, args.protocol, prefix, there))
     child.start()
     results: dict[str, list[float]] = {"delete": [], "save": []}
     for round_ in range(args.rounds):

@@ -35,7 +35,6 @@ from test_e2e_streaming import (
     TIMEOUT,
     LegacySession,
     json_body,
-    open_stream,
     sse_messages,
     validate_as,
 )
@@ -136,7 +135,8 @@ def assert_clean(deployment: Deployment) -> None:
 
 def whoami(session: LegacySession, url: str) -> str:
     response = requests.post(url, headers=session.headers, timeout=TIMEOUT, json={
-        "jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}})
+        "jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {}}})
     assert response.status_code == 200, (response.status_code, response.text[:500])
     host: str = json_body(response, "tools/call", LEGACY)["result"]["structuredContent"]["host"]
     return host

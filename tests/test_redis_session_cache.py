@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-
 from conftest import unavailable
+
 from flask_mcp.backends.contracts import Session
 from flask_mcp.backends.redis import RedisSessionStore
 

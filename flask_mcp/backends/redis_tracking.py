@@ -164,7 +164,7 @@ class TrackedCache:
             self._values = {}
             self._epoch += 1
             self._connection = None
-            self._pool.reset()  # type: ignore[no-untyped-call]  # a parent's sockets are not ours
+            self._pool.reset()  # a parent's sockets are not ours
             self._thread = threading.Thread(target=self._run, name="flask-mcp-redis-tracking", daemon=True)
         self._thread.start()
 
@@ -188,7 +188,7 @@ class TrackedCache:
                 time.sleep(RECONNECT_DELAY)
 
     def _listen(self) -> None:
-        connection = self._pool.make_connection()
+        connection: Any = self._pool.make_connection()
         self._connection = connection
         connection.connect()
         resp3 = str(getattr(connection, "protocol", 2)) == "3"
