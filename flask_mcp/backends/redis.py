@@ -34,7 +34,7 @@ from .contracts import (
     TaskRecord,
     redact_url,
 )
-from .redis_tracking import TrackedCache
+from .redis_tracking import MISSING, TrackedCache
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
@@ -120,9 +120,7 @@ class RedisSessionStore:
         self.refresh_slack = min(60.0, timeout / 10)
         #: session id -> when this process last refreshed its TTL.
         self._refreshed: dict[str, float] = {}
-        self._copies = TrackedCache(
-            client.connection_pool, key_prefix, size=self.cache_size, io_timeout=io_timeout
-        )
+        self._copies = TrackedCache(client.connection_pool, size=self.cache_size, io_timeout=io_timeout)
 
     def create(self, session: Session) -> None:
         session.created_at = session.last_seen = now = self.clock()
@@ -143,20 +141,17 @@ class RedisSessionStore:
         if copy is not None and 0.0 <= now - copy[0] <= self.cache_max_age:
             raw = copy[1]
         else:
-            ticket = self._copies.ticket(key) if self.cache_max_age > 0 else None
             with _unavailable(self._where):
-                if fresh:
+                if not fresh:
+                    raw = self._read_refreshing(key)  # it reports a change to every copy, this one's too
+                elif self.cache_max_age <= 0 or (raw := self._copies.read(key, now)) is MISSING:
                     raw = self.client.get(key)
-                else:
-                    raw = self._read_refreshing(key)
-                    ticket = None  # the refresh itself invalidates every copy, this one's too
             if raw is None:
                 self._refreshed.pop(session_id, None)
                 self._copies.forget(key)
                 return None
             if not fresh:
                 self._note_refresh(session_id, now)
-            self._copies.store(key, ticket, (now, raw))
         session = Session.from_dict(json.loads(raw))
         session.last_seen = now
         return session
@@ -183,17 +178,11 @@ class RedisSessionStore:
         """Gone for this process at once; for the others when Redis's invalidation arrives."""
         key = self._key(session_id)
         self._refreshed.pop(session_id, None)
-        mark = self._copies.reported(key)
         try:
             with _unavailable(self._where):
                 deleted = bool(self.client.delete(key))
         finally:
             self._copies.forget(key)
-        if deleted:
-            # Answer once Redis's report of the DELETE is back here: by then it
-            # was sent to every worker on every host, so the window in which
-            # another one still serves its copy is that worker's own delay.
-            self._copies.await_report(key, mark)
         return deleted
 
     def close(self) -> None:

@@ -1,22 +1,22 @@
 """A per-process copy of Redis keys that the server itself keeps honest.
 
-Redis can tell a client when keys it may have cached change (server-assisted
-client-side caching, ``CLIENT TRACKING``). Each process opens one connection
-of its own in broadcasting mode for one key prefix, so *any* change to a key
-under it (``SET``, ``DEL``, an expiry, a TTL refresh) is reported, whichever
-connection or host made it:
+Redis can tell a client when keys it read change (server-assisted client-side
+caching, ``CLIENT TRACKING``). Each process opens one listening connection,
+and reads the keys it means to keep through a few connections of its own
+whose tracking is redirected to it. Redis then reports any later change to a
+key read that way (``SET``, ``DEL``, an expiry, a TTL refresh), whichever
+connection or host made it; keys this process never read (other workers'
+new sessions) cost it nothing. The listener receives the reports
 
-* over RESP3 (redis-py's default) the connection receives ``invalidate``
-  push messages itself;
-* over RESP2 it redirects them to itself and subscribes to the
-  ``__redis__:invalidate`` channel.
+* over RESP3 (redis-py's default) as ``invalidate`` push messages;
+* over RESP2 as messages on the ``__redis__:invalidate`` channel it subscribes to.
 
-A copy is served only while that connection is known to be live (it is
-pinged every ``PING_INTERVAL`` seconds); when it breaks, every copy is
-dropped and reads go to Redis until it is back. Where tracking is refused
-(a proxy, a server older than 6.0, ``CLIENT`` renamed away, a restricted
-managed service) there is no cache at all: a copy nobody invalidates could
-answer for a deleted session."""
+A copy is served only while the listener is known to be live (it is pinged
+every ``PING_INTERVAL`` seconds); when it breaks, every copy is dropped and
+reads go to Redis until it is back. Where tracking is refused (a proxy, a
+server older than 6.0, ``CLIENT`` renamed away, a restricted managed
+service) there is no cache at all: a copy nobody invalidates could answer for
+a deleted session."""
 
 from __future__ import annotations
 
@@ -40,32 +40,42 @@ RECONNECT_DELAY = 1.0
 _SLOTS = 1024
 
 
+#: What :meth:`TrackedCache.read` answers when it could not read through a
+#: tracked connection (the caller then reads the usual way).
+MISSING: Any = object()
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
 class TrackedCache:
-    """Values of keys under ``prefix``, dropped when Redis reports them changed.
+    """Values of keys read through :meth:`read`, dropped when Redis reports them changed.
 
-    A reader takes a :meth:`ticket` *before* reading a key from Redis and
-    hands it back with the value to :meth:`store`, which keeps the value only
-    if no invalidation of that key's slot (and no reconnection) happened in
-    between: an answer read just before a change is never kept after the
-    change's invalidation went by."""
+    A read takes a ticket (the key's slot counter) *before* asking Redis and
+    keeps the answer only if no report for that slot (and no reconnection)
+    came in between: an answer read just before a change is never kept after
+    the change's report went by."""
 
-    def __init__(self, pool: redis.ConnectionPool, prefix: str, *, size: int = 4096, io_timeout: float = 5.0) -> None:
-        self.prefix = prefix
+    def __init__(self, pool: redis.ConnectionPool, *, size: int = 4096, io_timeout: float = 5.0) -> None:
         self.size = size
         self.io_timeout = io_timeout
         kwargs = dict(pool.connection_kwargs)
-        self._pool = redis.ConnectionPool(connection_class=pool.connection_class, max_connections=4, **kwargs)
+        # Maintenance notifications belong to the app's own pool (and need RESP3).
+        kwargs.pop("maint_notifications_pool_handler", None)
+        kwargs.pop("maint_notifications_config", None)
+        self._listen_pool = redis.ConnectionPool(connection_class=pool.connection_class, max_connections=4, **kwargs)
+        # Tracked reads speak RESP2 whatever the app's client does: over RESP3
+        # a broken redirection would arrive as a push in the middle of a reply.
+        kwargs["protocol"] = 2
+        self._read_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
         self._lock = threading.Lock()
         self._values: dict[str, Any] = {}
         self._slots = [0] * _SLOTS
-        #: Reports received per slot (only the listener changes these).
-        self._reports = [0] * _SLOTS
-        self._epoch = 0
-        #: Whether copies may be served now (the invalidation connection is live).
+        #: Bumped at every (re)connection of the listener.
+        self._generation = 0
+        self._listener_id: int | None = None
+        #: Whether copies may be served now (the listener is live).
         self.live = False
         #: Set once the server refused tracking: no cache, no more attempts.
         self.refused: str | None = None
@@ -77,51 +87,44 @@ class TrackedCache:
     # -- the request path -------------------------------------------------
 
     def get(self, key: str) -> Any:
-        """The kept value of ``key``, or ``None``."""
+        """The kept ``(read_at, value)`` of ``key``, or ``None``."""
         if not self.live or self._pid != os.getpid():
             self._start()
             return None
         return self._values.get(key)
 
-    def ticket(self, key: str) -> tuple[int, int] | None:
-        """Take before reading ``key`` from Redis; ``None`` when nothing may be kept."""
-        if not self.live or self._pid != os.getpid():
-            return None
-        return self._epoch, self._slots[self._slot(key)]
-
-    def store(self, key: str, ticket: tuple[int, int] | None, value: Any) -> None:
-        """Keep ``value`` (read after ``ticket`` was taken) unless it may be stale already."""
-        if ticket is None:
-            return
-        with self._lock:
-            if not self.live or ticket != (self._epoch, self._slots[self._slot(key)]):
-                return
-            values = self._values
-            if len(values) >= self.size and key not in values:
-                values.pop(next(iter(values)), None)  # the oldest entry
-            values[key] = value
-
-    def reported(self, key: str) -> int | None:
-        """A mark to hand to :meth:`await_report` after changing ``key``; ``None`` when not live."""
-        if not self.live or self._pid != os.getpid():
-            return None
-        return self._reports[self._slot(key)]
-
-    def await_report(self, key: str, mark: int | None, timeout: float = 0.1) -> bool:
-        """Wait (at most ``timeout``) until this process's invalidation
-        connection has received a report for ``key``'s slot since ``mark``.
-        Redis writes a change's reports to every tracking connection before
-        it answers the change, so once this one has it, every other worker's
-        is at least on its way (see docs/redis.md)."""
-        if mark is None:
-            return False
-        slot = self._slot(key)
-        deadline = time.monotonic() + timeout
-        while self._reports[slot] == mark:
-            if not self.live or time.monotonic() > deadline:
-                return False
-            time.sleep(0.0002)
-        return True
+    def read(self, key: str, read_at: float) -> Any:
+        """``GET key`` through a tracked connection, keeping ``(read_at, answer)``
+        when it may be kept; :data:`MISSING` when no tracked read was possible."""
+        generation = self._generation
+        if not self.live or self._pid != os.getpid() or self._listener_id is None:
+            return MISSING
+        connection: Any = self._read_pool.get_connection()
+        try:
+            if getattr(connection, "flask_mcp_tracking", None) != generation:
+                connection.disconnect()
+                self._track(connection)
+                if connection.flask_mcp_tracking != generation:
+                    return MISSING
+            ticket = self._epoch_and_slot(key)
+            connection.send_command("GET", key)
+            value = connection.read_response()
+        except redis.exceptions.ResponseError as exc:
+            self._refuse(str(exc))
+            return MISSING
+        except BaseException:
+            connection.disconnect()
+            raise
+        finally:
+            self._read_pool.release(connection)
+        if value is not None:
+            with self._lock:
+                if self.live and self._generation == generation and ticket == self._epoch_and_slot(key):
+                    values = self._values
+                    if len(values) >= self.size and key not in values:
+                        values.pop(next(iter(values)), None)  # the oldest entry
+                    values[key] = (read_at, value)
+        return value
 
     def forget(self, key: str) -> None:
         """Drop ``key`` now (this process changed or deleted it) and void reads in flight."""
@@ -138,18 +141,40 @@ class TrackedCache:
                 connection.disconnect()
             except Exception:  # pragma: no cover - best effort at shutdown
                 pass
-        self._pool.disconnect()
+        self._listen_pool.disconnect()
+        self._read_pool.disconnect()
 
-    # -- the invalidation connection ---------------------------------------
+    # -- tracking ---------------------------------------------------------
 
     def _slot(self, key: str) -> int:
         return zlib.crc32(key.encode()) & (_SLOTS - 1)
+
+    def _epoch_and_slot(self, key: str) -> tuple[int, int]:
+        return self._generation, self._slots[self._slot(key)]
+
+    def _track(self, connection: Any) -> None:
+        """Connect ``connection`` with its tracking redirected to the listener."""
+        generation, listener = self._generation, self._listener_id
+        connection.flask_mcp_tracking = None
+        if listener is None:
+            return
+        connection.connect()
+        connection.send_command("CLIENT", "TRACKING", "ON", "REDIRECT", listener)
+        self._expect_ok(connection.read_response(timeout=self.io_timeout))
+        connection.flask_mcp_tracking = generation
+
+    def _refuse(self, reason: str) -> None:
+        if self.refused is None:
+            logger.warning("Redis session cache off: the server refused CLIENT TRACKING (%s)", reason)
+        self.refused = reason
+        self._stopping = True
+        self._drop_all()
 
     def _drop_all(self) -> None:
         with self._lock:
             self.live = False
             self._values.clear()
-            self._epoch += 1
+            self._generation += 1
 
     def _start(self) -> None:
         """Start the listener in this process (once; again in a forked child)."""
@@ -162,9 +187,10 @@ class TrackedCache:
             self._pid = pid
             self.live = False
             self._values = {}
-            self._epoch += 1
+            self._generation += 1
             self._connection = None
-            self._pool.reset()  # a parent's sockets are not ours
+            self._listen_pool.reset()  # a parent's sockets are not ours
+            self._read_pool.reset()
             self._thread = threading.Thread(target=self._run, name="flask-mcp-redis-tracking", daemon=True)
         self._thread.start()
 
@@ -173,10 +199,7 @@ class TrackedCache:
             try:
                 self._listen()
             except redis.exceptions.ResponseError as exc:
-                self.refused = str(exc)
-                self._drop_all()
-                logger.warning("Redis session cache off: the server refused CLIENT TRACKING (%s)", exc)
-                return
+                self._refuse(str(exc))
             except Exception as exc:  # noqa: BLE001 - any fault: no copies until reconnected
                 self._drop_all()
                 if not self._stopping:
@@ -188,37 +211,37 @@ class TrackedCache:
                 time.sleep(RECONNECT_DELAY)
 
     def _listen(self) -> None:
-        connection: Any = self._pool.make_connection()
+        connection: Any = self._listen_pool.make_connection()
         self._connection = connection
         connection.connect()
-        resp3 = str(getattr(connection, "protocol", 2)) == "3"
-        if resp3:
+        if str(getattr(connection, "protocol", 2)) == "3":
             parser = getattr(connection, "_parser", None)
             if parser is None or not hasattr(parser, "set_invalidation_push_handler"):
                 raise redis.exceptions.ResponseError("this redis-py cannot read RESP3 invalidations")
             parser.set_invalidation_push_handler(lambda message: message)
-            connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", self.prefix)
-            self._expect_ok(connection.read_response(timeout=self.io_timeout))
+            connection.send_command("CLIENT", "ID")
+            own_id = int(connection.read_response(timeout=self.io_timeout))
         else:
             connection.send_command("CLIENT", "ID")
-            own_id = connection.read_response(timeout=self.io_timeout)
-            connection.send_command("CLIENT", "TRACKING", "ON", "REDIRECT", own_id, "BCAST", "PREFIX", self.prefix)
-            self._expect_ok(connection.read_response(timeout=self.io_timeout))
+            own_id = int(connection.read_response(timeout=self.io_timeout))
             connection.send_command("SUBSCRIBE", "__redis__:invalidate")
             connection.read_response(timeout=self.io_timeout)
-        # Copies from before this connection may have missed invalidations.
+        # Copies from before this connection may have missed reports, and
+        # tracked connections still redirect to the old one.
         with self._lock:
             self._values.clear()
-            self._epoch += 1
+            self._generation += 1
+            self._listener_id = own_id
             self.live = True
         pinged_at = time.monotonic()
         awaiting_pong = False
         while not self._stopping:
             if connection.can_read(timeout=PING_INTERVAL):
                 message = connection.read_response(push_request=True, timeout=self.io_timeout)
-                self._handle(message)
                 if awaiting_pong and self._is_pong(message):
                     awaiting_pong = False
+                else:
+                    self._handle(message)
                 continue
             now = time.monotonic()
             if awaiting_pong and now - pinged_at > self.io_timeout:
@@ -250,15 +273,12 @@ class TrackedCache:
             keys = message[2]
         else:
             return
-        if keys is None:
-            with self._lock:
-                self._values.clear()
-                self._epoch += 1
-            return
         with self._lock:
+            if keys is None:
+                self._values.clear()
+                self._generation += 1
+                return
             for key in keys:
                 name = _text(key)
                 self._values.pop(name, None)
-                slot = self._slot(name)
-                self._slots[slot] += 1
-                self._reports[slot] += 1
+                self._slots[self._slot(name)] += 1
