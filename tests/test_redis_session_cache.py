@@ -203,3 +203,52 @@ def test_a_restarted_redis_without_persistence_loses_the_session_and_no_copy_ans
     finally:
         store.close()
         _stop(process)
+
+
+def test_where_acls_forbid_client_tracking_nothing_is_kept(server: int) -> None:
+    """A managed service that allows CLIENT ID but not CLIENT TRACKING (here an ACL)."""
+    admin = _client(server, 2)
+    admin.execute_command("ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-client|tracking")
+    client = redis.Redis(host="127.0.0.1", port=server, username="app", password="", socket_timeout=2)
+    store = RedisSessionStore(client, timeout=600)
+    try:
+        session = _session()
+        session.id = "s6"
+        store.create(session)
+        deadline = time.monotonic() + 10
+        while store._copies.refused is None:
+            assert time.monotonic() < deadline, "the refusal was never noticed"
+            assert store.get("s6") is not None
+            time.sleep(0.01)
+        before = _gets(admin)
+        for _ in range(3):
+            assert store.get("s6") is not None
+        assert _gets(admin) == before + 3
+        admin.delete(store.key_prefix + "s6")
+        assert store.get("s6") is None
+    finally:
+        store.close()
+
+
+def test_a_worker_is_told_only_about_the_sessions_it_read(server: int) -> None:
+    """New sessions made elsewhere cost a worker nothing: Redis tracks only
+    the keys this worker read through its tracked connections."""
+    admin = _client(server, 2)
+    reader = RedisSessionStore(_client(server, 3), timeout=600)
+    writer = RedisSessionStore(_client(server, 3), timeout=600)
+    try:
+        first = _session()
+        first.id = "read-me"
+        writer.create(first)
+        reader.create(_session())  # the reader's own create is not a read either
+        _wait_live(reader, "read-me")
+        for n in range(20):
+            other = _session()
+            other.id = f"unread-{n}"
+            writer.create(other)
+        assert reader.get("read-me") is not None
+        tracked = {int(admin.info("stats")["tracking_total_keys"])}
+        assert tracked == {1}, tracked
+    finally:
+        reader.close()
+        writer.close()
