@@ -797,20 +797,30 @@ def test_sqlite_a_forked_child_opens_connections_of_its_own(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("case", ["redis"], indirect=True)
-def test_redis_refreshes_the_ttl_on_every_read(case: Case) -> None:
+def test_redis_refreshes_the_ttl_on_a_read_once_refresh_slack_has_passed(case: Case) -> None:
+    """Batched as SQLite's ``last_seen``: a read refreshes the TTL only when
+    this process last did over ``refresh_slack`` seconds ago."""
     assert case.redis_client is not None
-    session = full_session()
-    case.backend.sessions.create(session)
-    key = case.prefix + "session:" + session.id
-    case.redis_client.pexpire(key, 5000)  # as if most of the timeout had passed
+    clock = FakeClock()
+    store = RedisSessionStore(case.redis_client, timeout=TIMEOUT, key_prefix=case.prefix + "slack:", clock=clock)
+    try:
+        session = full_session()
+        store.create(session)
+        key = store.key_prefix + session.id
+        case.redis_client.pexpire(key, 5000)  # as if most of the timeout had passed
 
-    assert case.backend.sessions.get(session.id) is not None
-    assert case.redis_client.pttl(key) > 50_000
-    case.redis_client.pexpire(key, 5000)
-    got = case.backend.sessions.get(session.id)
-    assert got is not None
-    case.backend.sessions.save(got)
-    assert case.redis_client.pttl(key) > 50_000
+        assert store.get(session.id) is not None
+        assert case.redis_client.pttl(key) <= 5000  # refreshed by the create, just now
+        clock.advance(store.refresh_slack + 0.1)
+        assert store.get(session.id) is not None
+        assert case.redis_client.pttl(key) > 50_000
+        case.redis_client.pexpire(key, 5000)
+        got = store.get(session.id)
+        assert got is not None
+        store.save(got)
+        assert 0 < case.redis_client.pttl(key) <= 5000  # a save keeps the TTL
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("case", ["redis"], indirect=True)
@@ -1335,11 +1345,13 @@ def test_redis_reads_refresh_the_ttl_on_a_server_without_getex() -> None:
         store.create(session)
         key = store.key_prefix + session.id
         client.pexpire(key, 5000)
+        store._refreshed.clear()  # as if refresh_slack had passed since the create
         got = store.get(session.id)
         assert got is not None and got.id == session.id
         assert client.pttl(key) > 50_000
         assert not store._getex  # it asked once, and now goes straight to the transaction
         client.pexpire(key, 5000)
+        store._refreshed.clear()
         assert store.get(session.id) is not None
         assert client.pttl(key) > 50_000
         assert store.get("unknown") is None

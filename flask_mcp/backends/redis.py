@@ -34,6 +34,7 @@ from .contracts import (
     TaskRecord,
     redact_url,
 )
+from .redis_tracking import MISSING, TrackedCache
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
@@ -82,8 +83,21 @@ def _describe_client(client: redis.Redis) -> str:
 
 
 class RedisSessionStore:
-    """One key per session, ``SET ... PX timeout``; a read refreshes the TTL
-    in the same command."""
+    """One key per session, ``SET ... PX timeout``: the key's TTL is the idle timer.
+
+    Each process keeps the records it read and answers a session's next
+    requests from that copy, which Redis itself invalidates
+    (``redis_tracking.py``): another worker's or host's change or ``DELETE``
+    drops the copy as soon as the invalidation arrives (about a millisecond
+    on one machine, see docs/redis.md), this process's own at once. The TTL
+    is refreshed by a read at most every ``refresh_slack`` seconds, as
+    SQLite's ``last_seen`` is; a copy is trusted for at most
+    ``cache_max_age`` seconds. No copies where the server refuses tracking."""
+
+    #: Seconds a kept record is served without reading Redis (0: no cache).
+    cache_max_age = 1.0
+    #: Records kept per process (the oldest is dropped past this).
+    cache_size = 4096
 
     def __init__(
         self,
@@ -92,6 +106,7 @@ class RedisSessionStore:
         timeout: float = 3600.0,
         key_prefix: str = DEFAULT_KEY_PREFIX,
         clock: Callable[[], float] = time.time,
+        io_timeout: float = DEFAULT_IO_TIMEOUT,
     ) -> None:
         self.client = client
         self.timeout = timeout
@@ -101,35 +116,87 @@ class RedisSessionStore:
         self._where = _describe_client(client)
         #: Whether the server knows ``GETEX`` (until it says otherwise).
         self._getex = True
+        #: How stale the TTL may get before a read refreshes it.
+        self.refresh_slack = min(60.0, timeout / 10)
+        #: session id -> when this process last refreshed its TTL.
+        self._refreshed: dict[str, float] = {}
+        self._copies = TrackedCache(client.connection_pool, size=self.cache_size, io_timeout=io_timeout)
 
     def create(self, session: Session) -> None:
-        session.created_at = session.last_seen = self.clock()
+        session.created_at = session.last_seen = now = self.clock()
+        key = self._key(session.id)
         with _unavailable(self._where):
-            self.client.set(self._key(session.id), json.dumps(session.to_dict()), px=self._ttl_ms)
+            self.client.set(key, json.dumps(session.to_dict()), px=self._ttl_ms)
+        self._copies.forget(key)
+        self._note_refresh(session.id, now)
 
     def get(self, session_id: str) -> Session | None:
+        """Read the session (from this process's copy when it is current); the
+        TTL is refreshed when this process last did so over ``refresh_slack`` ago."""
+        now = self.clock()
         key = self._key(session_id)
-        with _unavailable(self._where):
-            raw = self._read_refreshing(key)
-        if raw is None:
-            return None
+        refreshed = self._refreshed.get(session_id)
+        fresh = refreshed is not None and 0.0 <= now - refreshed <= self.refresh_slack
+        copy = self._copies.get(key) if fresh and self.cache_max_age > 0 else None
+        if copy is not None and 0.0 <= now - copy[0] <= self.cache_max_age:
+            raw = copy[1]
+        else:
+            with _unavailable(self._where):
+                if not fresh:
+                    raw = self._read_refreshing(key)  # it reports a change to every copy, this one's too
+                elif self.cache_max_age <= 0 or (raw := self._copies.read(key, now)) is MISSING:
+                    raw = self.client.get(key)
+            if raw is None:
+                self._refreshed.pop(session_id, None)
+                self._copies.forget(key)
+                return None
+            if not fresh:
+                self._note_refresh(session_id, now)
         session = Session.from_dict(json.loads(raw))
-        session.last_seen = self.clock()
+        session.last_seen = now
         return session
 
     def touch(self, session_id: str) -> bool:
         """Refresh the idle timer without reading; ``False`` if unknown or expired."""
+        now = self.clock()
         with _unavailable(self._where):
-            return bool(self.client.pexpire(self._key(session_id), self._ttl_ms))
+            alive = bool(self.client.pexpire(self._key(session_id), self._ttl_ms))
+        if alive:
+            self._note_refresh(session_id, now)
+        return alive
 
     def save(self, session: Session) -> None:
         """Replace the record, keeping its TTL; an expired or deleted session stays gone."""
-        with _unavailable(self._where):
-            self.client.set(self._key(session.id), json.dumps(session.to_dict()), xx=True, keepttl=True)
+        key = self._key(session.id)
+        try:
+            with _unavailable(self._where):
+                self.client.set(key, json.dumps(session.to_dict()), xx=True, keepttl=True)
+        finally:
+            self._copies.forget(key)
 
     def delete(self, session_id: str) -> bool:
-        with _unavailable(self._where):
-            return bool(self.client.delete(self._key(session_id)))
+        """Gone for this process at once; for the others when Redis's invalidation arrives."""
+        key = self._key(session_id)
+        self._refreshed.pop(session_id, None)
+        try:
+            with _unavailable(self._where):
+                deleted = bool(self.client.delete(key))
+        finally:
+            self._copies.forget(key)
+        return deleted
+
+    def close(self) -> None:
+        """Stop this process's invalidation listener."""
+        self._copies.close()
+
+    def _note_refresh(self, session_id: str, now: float) -> None:
+        refreshed = self._refreshed
+        if len(refreshed) >= self.cache_size and session_id not in refreshed:
+            try:
+                refreshed.pop(next(iter(refreshed)), None)
+            except (RuntimeError, StopIteration):  # another thread changed the dict meanwhile
+                pass
+        refreshed[session_id] = now
 
     def count(self) -> StoreCount:
         """Live sessions (Redis expires idle ones itself)."""
@@ -361,13 +428,16 @@ def backend_from_client(
 
     bus = RedisMessageBus(client, io_timeout=io_timeout)
 
+    sessions = RedisSessionStore(client, timeout=timeout, io_timeout=io_timeout)
+
     def close() -> None:
+        sessions.close()
         bus.subscription_pool.disconnect()
         if owned:
             client.close()
 
     return Backend(
-        sessions=RedisSessionStore(client, timeout=timeout),
+        sessions=sessions,
         bus=bus,
         events=RedisEventLog(client, retention=retention),
         tasks=RedisTaskStore(client),

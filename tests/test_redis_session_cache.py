@@ -1,0 +1,254 @@
+"""The Redis session store's per-process copies, invalidated by the server
+(CLIENT TRACKING), against private redis-server instances: RESP2 and RESP3,
+a server that refuses tracking (no copies at all) and a restart."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from conftest import unavailable
+
+from flask_mcp.backends.contracts import Session
+from flask_mcp.backends.redis import RedisSessionStore
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(port: int, *options: str) -> subprocess.Popen[bytes]:
+    if shutil.which("redis-server") is None:
+        unavailable("redis-server is not installed (the session cache tests start their own)")
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1).ping()
+            return server
+        except redis.exceptions.RedisError:
+            time.sleep(0.02)
+    server.kill()
+    server.wait(5)
+    raise RuntimeError(f"redis-server did not start on port {port}")
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.kill()
+    server.wait(5)
+
+
+@pytest.fixture
+def server() -> Iterator[int]:
+    port = _free_port()
+    process = _start(port)
+    try:
+        yield port
+    finally:
+        _stop(process)
+
+
+def _client(port: int, protocol: int) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, protocol=protocol, socket_timeout=2, socket_connect_timeout=2)
+
+
+def _gets(client: redis.Redis) -> int:
+    """GET commands the server has run so far."""
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_get", {}).get("calls", 0))
+
+
+def _wait_live(store: RedisSessionStore, session_id: str) -> None:
+    """Reads until the store's invalidation connection is up (it starts on the first read)."""
+    deadline = time.monotonic() + 10
+    while not store._copies.live:
+        assert time.monotonic() < deadline, f"tracking never came up ({store._copies.refused})"
+        store.get(session_id)
+        time.sleep(0.01)
+
+
+def _until(condition: object, seconds: float = 5.0) -> float:
+    """Seconds until ``condition()`` held (fails past ``seconds``)."""
+    start = time.monotonic()
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() - start < seconds, "condition never held"
+        time.sleep(0.0005)
+    return time.monotonic() - start
+
+
+def _session(**data: object) -> Session:
+    return Session(id="", protocol_version="2025-11-25", client_info={"name": "t", "version": "1"}, data=dict(data))
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_copy_answers_until_another_worker_changes_or_deletes_the_session(server: int, protocol: int) -> None:
+    observer = _client(server, 2)
+    here = RedisSessionStore(_client(server, protocol), timeout=600)
+    there = RedisSessionStore(_client(server, protocol), timeout=600)
+    try:
+        session = _session(n=1)
+        session.id = "s1"
+        here.create(session)
+        _wait_live(there, "s1")
+        got = there.get("s1")  # read and kept (the create refreshed nothing for "there")
+        assert got is not None
+        got = there.get("s1")
+        before = _gets(observer)
+        for _ in range(20):
+            got = there.get("s1")
+            assert got is not None and got.data == {"n": 1}
+        assert _gets(observer) == before  # answered from the copy
+
+        session.data = {"n": 2}
+        here.save(session)  # another worker changes it: the server invalidates "there"'s copy
+        _until(lambda: there.get("s1").data == {"n": 2})  # type: ignore[union-attr]
+
+        assert here.delete("s1")
+        assert here.get("s1") is None  # at once where it was deleted
+        _until(lambda: there.get("s1") is None, seconds=1.0)
+    finally:
+        here.close()
+        there.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_change_made_behind_the_stores_back_is_seen_too(server: int, protocol: int) -> None:
+    raw = _client(server, 2)
+    store = RedisSessionStore(_client(server, protocol), timeout=600)
+    try:
+        session = _session(v="old")
+        session.id = "s2"
+        store.create(session)
+        _wait_live(store, "s2")
+        assert store.get("s2").data == {"v": "old"}  # type: ignore[union-attr]
+        record = store.key_prefix + "s2"
+        raw.set(record, raw.get(record).replace(b'"old"', b'"new"'), keepttl=True)  # type: ignore[union-attr]
+        _until(lambda: store.get("s2").data == {"v": "new"}, seconds=1.0)  # type: ignore[union-attr]
+        raw.flushdb()  # a flush invalidates every copy
+        _until(lambda: store.get("s2") is None, seconds=1.0)
+    finally:
+        store.close()
+
+
+def test_without_client_tracking_every_read_goes_to_redis() -> None:
+    """A server (or proxy) that refuses CLIENT TRACKING gets no copies: a copy
+    nobody invalidates could answer for a deleted session."""
+    port = _free_port()
+    process = _start(port, "--rename-command", "CLIENT", "")
+    try:
+        raw = _client(port, 2)
+        store = RedisSessionStore(_client(port, 3), timeout=600)
+        other = RedisSessionStore(_client(port, 2), timeout=600)
+        session = _session()
+        session.id = "s3"
+        store.create(session)
+        deadline = time.monotonic() + 10
+        while store._copies.refused is None or other._copies.refused is None:
+            assert time.monotonic() < deadline, "the refusal was never noticed"
+            assert store.get("s3") is not None and other.get("s3") is not None
+            time.sleep(0.01)
+        assert not store._copies.live
+        before = _gets(raw)
+        for _ in range(5):
+            assert store.get("s3") is not None
+        assert _gets(raw) == before + 5
+        assert other.delete("s3")
+        assert store.get("s3") is None  # at once: nothing was kept
+        store.close()
+        other.close()
+    finally:
+        _stop(process)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_restarted_redis_without_persistence_loses_the_session_and_no_copy_answers_for_it(protocol: int) -> None:
+    port = _free_port()
+    process = _start(port)
+    store = RedisSessionStore(_client(port, protocol), timeout=600)
+    try:
+        session = _session()
+        session.id = "s4"
+        store.create(session)
+        _wait_live(store, "s4")
+        assert store.get("s4") is not None
+        _stop(process)
+        process = _start(port)
+        gone = None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                gone = store.get("s4")
+                if gone is None:
+                    break
+            except Exception:  # noqa: BLE001 - BackendUnavailable while the pool reconnects
+                pass
+            time.sleep(0.01)
+        assert gone is None
+        _until(lambda: store._copies.live, seconds=10)  # the invalidation connection came back
+        fresh = _session()
+        fresh.id = "s5"
+        store.create(fresh)
+        assert store.get("s5") is not None
+    finally:
+        store.close()
+        _stop(process)
+
+
+def test_where_acls_forbid_client_tracking_nothing_is_kept(server: int) -> None:
+    """A managed service that allows CLIENT ID but not CLIENT TRACKING (here an ACL)."""
+    admin = _client(server, 2)
+    admin.execute_command("ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-client|tracking")
+    client = redis.Redis(host="127.0.0.1", port=server, username="app", password="", socket_timeout=2)
+    store = RedisSessionStore(client, timeout=600)
+    try:
+        session = _session()
+        session.id = "s6"
+        store.create(session)
+        deadline = time.monotonic() + 10
+        while store._copies.refused is None:
+            assert time.monotonic() < deadline, "the refusal was never noticed"
+            assert store.get("s6") is not None
+            time.sleep(0.01)
+        before = _gets(admin)
+        for _ in range(3):
+            assert store.get("s6") is not None
+        assert _gets(admin) == before + 3
+        admin.delete(store.key_prefix + "s6")
+        assert store.get("s6") is None
+    finally:
+        store.close()
+
+
+def test_a_worker_is_told_only_about_the_sessions_it_read(server: int) -> None:
+    """New sessions made elsewhere cost a worker nothing: Redis tracks only
+    the keys this worker read through its tracked connections."""
+    admin = _client(server, 2)
+    reader = RedisSessionStore(_client(server, 3), timeout=600)
+    writer = RedisSessionStore(_client(server, 3), timeout=600)
+    try:
+        first = _session()
+        first.id = "read-me"
+        writer.create(first)
+        reader.create(_session())  # the reader's own create is not a read either
+        _wait_live(reader, "read-me")
+        for n in range(20):
+            other = _session()
+            other.id = f"unread-{n}"
+            writer.create(other)
+        assert reader.get("read-me") is not None
+        tracked = {int(admin.info("stats")["tracking_total_keys"])}
+        assert tracked == {1}, tracked
+    finally:
+        reader.close()
+        writer.close()
