@@ -60,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     # Skills (the io.modelcontextprotocol/skills extension): also answer
     # resources/directory/read, declared as directoryRead (docs/skills.md).
     "MCP_SKILLS_DIRECTORY_READ": False,
+    "MCP_TELEMETRY": True,  # OpenTelemetry spans and metrics, and the flask_mcp.access log (docs/observability.md)
 }
 
 OriginCheck = Callable[[str], bool]
@@ -108,6 +109,7 @@ class Settings:
     task_poll_interval_ms: int = 1000
     task_max_running: int | None = 64
     skills_directory_read: bool = False
+    telemetry: bool = True
 
 
 class ConfigError(ValueError):
@@ -153,6 +155,7 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         task_poll_interval_ms=int(_number(value("MCP_TASK_POLL_INTERVAL_MS"), "MCP_TASK_POLL_INTERVAL_MS", minimum=1)),
         task_max_running=_optional_int(value("MCP_TASK_MAX_RUNNING"), "MCP_TASK_MAX_RUNNING"),
         skills_directory_read=_flag(value("MCP_SKILLS_DIRECTORY_READ"), "MCP_SKILLS_DIRECTORY_READ"),
+        telemetry=_flag(value("MCP_TELEMETRY"), "MCP_TELEMETRY"),
         **_security_settings(value),
     )
 

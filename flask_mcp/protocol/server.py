@@ -32,6 +32,7 @@ from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import SERVER_INFO_KEY, RequestMeta, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
+from .observe import Observer
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
 from .request_info import RequestInfo, ToolProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
@@ -93,6 +94,8 @@ class Server:
             skills=skills,
         )
         self._handlers = self.methods.table()
+        #: Watches every message (tracing, metrics, the access log); ``None``: nobody does.
+        self.observer: Observer | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -180,6 +183,8 @@ class Server:
             return store_unavailable(exc)
         if not deleted:
             return self._error_reply(None, SessionNotFound(), 404)
+        if self.observer is not None and session is not None:
+            self.observer.session_ended(session, self.clock())
         return Reply(200)
 
     # ------------------------------------------------------------------ eras
@@ -192,6 +197,8 @@ class Server:
                 400,
             )
         if isinstance(message, Notification):
+            if self.observer is not None:
+                self.observer.notification(message, incoming, None, incoming.header_version or "")
             return Reply(202)
         header_version = incoming.header_version
         try:
@@ -250,6 +257,8 @@ class Server:
     ) -> Reply | None:
         """Answer one message of an established session (``None`` = nothing to send)."""
         if isinstance(message, Notification):
+            if self.observer is not None:
+                self.observer.notification(message, incoming, session, session.protocol_version)
             self._legacy_notification(message, session)
             return None
         if isinstance(message, ClientResponse):
@@ -357,6 +366,13 @@ class Server:
             session = request.session
             resumable = session is not None and request.revision.resumable_streams and self.events is not None
             return Reply(200, deferred=run, resumable_session=session.id if session and resumable else None)
+        observer = self.observer
+        if observer is not None:
+            return observer.request(message, request, self._run)
+        return self._run(message, request)
+
+    def _run(self, message: Request, request: RequestInfo) -> Reply:
+        """Dispatch to the method's handler and shape its answer."""
         handler = self._handlers.get(message.method)
         try:
             if handler is None or message.method not in request.revision.core_methods:
