@@ -8,7 +8,7 @@ request (an app may set its providers after ``init_app``, e.g. in a gunicorn
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import context, metrics, propagate, trace
@@ -36,11 +36,18 @@ class Instruments:
         self.tracer: trace.Tracer | None = None
         self.operation: metrics.Histogram | None = None
         self.session: metrics.Histogram | None = None
+        #: Providers of this app's own, used instead of the global ones (see :meth:`use`).
+        self.own_tracer_provider: trace.TracerProvider | None = None
+        self.own_meter_provider: metrics.MeterProvider | None = None
+
+    def use(self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> None:
+        self.own_tracer_provider = tracer_provider
+        self.own_meter_provider = meter_provider
 
     def active(self) -> bool:
         """Whether an SDK listens (the hot path's one check when none does)."""
-        tracer_provider = trace.get_tracer_provider()
-        meter_provider = metrics.get_meter_provider()
+        tracer_provider = self.own_tracer_provider or trace.get_tracer_provider()
+        meter_provider = self.own_meter_provider or metrics.get_meter_provider()
         if tracer_provider is not self._tracer_provider:
             self._tracer_provider = tracer_provider
             self.tracer = (None if _is_api_default(tracer_provider, "opentelemetry.trace")
@@ -88,6 +95,31 @@ class Instruments:
         token = context.attach(trace.set_span_in_context(span))
         return (span, token)
 
+    @staticmethod
+    def carrying_context(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        """``emit``, adding the current trace context to the ``params._meta`` of
+        the requests it sends the client (notifications go as they are)."""
+
+        def emit_with_context(message: dict[str, Any]) -> None:
+            if "id" in message and "method" in message:
+                message["params"] = _with_context(message.get("params"))
+            emit(message)
+
+        return emit_with_context
+
+    @staticmethod
+    def inject_into_input_requests(body: Any) -> None:
+        """A 2026-07-28 ``input_required`` result: its input requests carry the
+        trace context too (the client runs them, then retries the call)."""
+        result = body.get("result") if isinstance(body, dict) else None
+        if not isinstance(result, dict) or result.get("resultType") != "input_required":
+            return
+        requests = result.get("inputRequests")
+        if isinstance(requests, dict):
+            for item in requests.values():
+                if isinstance(item, dict):
+                    item["params"] = _with_context(item.get("params"))
+
     def end(self, started: Any, attributes: dict[str, Any], error_type: str | None,
             description: str | None, seconds: float) -> str | None:
         """End the span and record the duration; the trace id (hex) for the access log."""
@@ -116,6 +148,15 @@ class Instruments:
         if self.session is not None:
             self.session.record(seconds, {"mcp.protocol.version": version, "network.transport": "tcp",
                                           "network.protocol.name": "http"})
+
+
+def _with_context(params: Any) -> dict[str, Any]:
+    """A copy of ``params`` whose ``_meta`` carries the current trace context."""
+    copy: dict[str, Any] = dict(params) if isinstance(params, dict) else {}
+    meta = dict(copy.get("_meta") or {})
+    propagate.inject(meta)
+    copy["_meta"] = meta
+    return copy
 
 
 #: The span attributes the operation histogram keeps (low cardinality: no ids, no URIs).

@@ -11,8 +11,9 @@ still works.
 from __future__ import annotations
 
 import logging
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .protocol.jsonrpc import Notification, Request
@@ -43,6 +44,14 @@ class Telemetry:
         else:
             self.otel = otel.Instruments(version)
 
+    def use(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        """Record this app's spans and metrics with these providers instead of
+        the global ones (an app with providers of its own; tests). ``None``:
+        the global provider again. Needs ``opentelemetry-api``."""
+        if self.otel is None:
+            raise RuntimeError("Telemetry providers need opentelemetry-api: pip install 'flask-mcp[otel]'.")
+        self.otel.use(tracer_provider, meter_provider)
+
     # ------------------------------------------------------------------ requests
 
     def request(self, message: Request, request: RequestInfo, run: Run) -> Reply:
@@ -59,11 +68,17 @@ class Telemetry:
         target = _target(method, params)
         started = time.perf_counter()
         span = otel.start(method, target, attributes, params, request.headers) if active else None
+        tracing = span is not None and span[0] is not None
+        emit = request.emit
+        if tracing:  # the server's own requests (elicitation, sampling, roots) carry the trace
+            request.emit = otel.carrying_context(emit)
         error_type: str | None = None
         message_text: str | None = None
         try:
             reply = run(message, request)
             error_type, message_text = _outcome(reply)
+            if tracing:
+                otel.inject_into_input_requests(reply.body)
             return reply
         except RequestCancelled:
             error_type, message_text = "cancelled", "The client cancelled the request."
@@ -72,6 +87,7 @@ class Telemetry:
             error_type, message_text = "store_unavailable", "The session store is unavailable."
             raise
         finally:
+            request.emit = emit
             seconds = time.perf_counter() - started
             trace_id = None
             if span is not None:
@@ -134,6 +150,25 @@ class Telemetry:
         otel = self.otel
         if otel is not None and otel.active() and session.created_at:
             otel.session_ended(max(0.0, now - session.created_at), session.protocol_version)
+
+
+def carry_trace_context(work: Callable[[], None]) -> Callable[[], None]:
+    """``work``, to run in another thread under the current OpenTelemetry
+    context (a task's spans nest under the call that started it). Nothing to
+    carry when the API was never imported."""
+    otel_context = sys.modules.get("opentelemetry.context")
+    if otel_context is None:
+        return work
+    captured = otel_context.get_current()
+
+    def in_context() -> None:
+        token = otel_context.attach(captured)
+        try:
+            work()
+        finally:
+            otel_context.detach(token)
+
+    return in_context
 
 
 def _target(method: str, params: dict[str, Any]) -> str | None:

@@ -4,6 +4,7 @@ test client, with the OpenTelemetry SDK's in-memory exporter and reader."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +17,6 @@ from flask_mcp.testing import MCPTestClient
 
 pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
 
-from opentelemetry import metrics, trace  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
@@ -25,34 +25,39 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 MakeClient = Callable[..., MCPTestClient]
+TASKS = "io.modelcontextprotocol/tasks"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 
 _EXPORTER = InMemorySpanExporter()
-_READER = InMemoryMetricReader()
-_installed = False
+_PROVIDER = TracerProvider()
+_PROVIDER.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+tracer = _PROVIDER.get_tracer("tests")
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    """The global SDK providers (set once per process: the API allows no
-    second set), with the exporter emptied for each test."""
-    global _installed
-    if not _installed:
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        trace.set_tracer_provider(provider)
-        metrics.set_meter_provider(MeterProvider(metric_readers=[_READER]))
-        _installed = True
+    """The in-memory exporter, emptied for each test. The apps record with
+    providers of their own (``Telemetry.use``), never the global ones, so no
+    other test module sees tracing on."""
     _EXPORTER.clear()
-    _READER.get_metrics_data()  # drop what earlier tests recorded (delta of nothing)
     yield _EXPORTER
 
 
 @pytest.fixture
-def app(app: Flask) -> Flask:
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+def _observe(app: Flask, reader: InMemoryMetricReader) -> None:
+    app.extensions["mcp"].telemetry.use(_PROVIDER, MeterProvider(metric_readers=[reader]))
+
+
+@pytest.fixture
+def app(app: Flask, reader: InMemoryMetricReader) -> Flask:
+    app.config.update(SECRET_KEY="telemetry-tests", MCP_BACKEND="memory://")
     mcp = MCP(app)
-    tracer = trace.get_tracer("tests")
+    _observe(app, reader)
 
     @mcp.tool
     def get_weather(city: str) -> str:
@@ -72,6 +77,18 @@ def app(app: Flask) -> Flask:
         ctx.report_progress(2, 2)
         return "done"
 
+    @mcp.tool
+    def ask_name(ctx: Context) -> str:
+        """Asks the user (elicitation) inside a span of its own."""
+        answer = ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        return f"hello {answer.content}"
+
+    @mcp.tool(task="optional")
+    def background() -> str:
+        """Runs as a task when the client asks; its span nests under the call."""
+        with tracer.start_as_current_span("background work"):
+            return "finished"
+
     @mcp.resource("data://report")
     def report() -> str:
         return "all fine"
@@ -89,8 +106,8 @@ def _one(spans: InMemorySpanExporter, name: str) -> ReadableSpan:
     return found[0]
 
 
-def _operation_points() -> list[Any]:
-    data = _READER.get_metrics_data()
+def _operation_points(reader: InMemoryMetricReader) -> list[Any]:
+    data = reader.get_metrics_data()
     points = []
     for resource in data.resource_metrics if data else []:
         for scope in resource.scope_metrics:
@@ -103,7 +120,7 @@ def _operation_points() -> list[Any]:
 
 @pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25", "2025-03-26"])
 def test_tool_call_span_and_the_tools_own_span_beneath(
-    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter, version: str
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter, reader: InMemoryMetricReader, version: str
 ) -> None:
     client = connect(make_client, app, version)
     assert client.call_tool("get_weather", {"city": "Oslo"}).result["content"][0]["text"] == "sunny in Oslo"
@@ -123,19 +140,20 @@ def test_tool_call_span_and_the_tools_own_span_beneath(
     lookup = _one(spans, "lookup")
     assert lookup.parent is not None and lookup.parent.span_id == span.context.span_id
     assert lookup.context.trace_id == span.context.trace_id
-    points = _operation_points()
+    points = _operation_points(reader)
     tool_points = [p for p in points if p.attributes.get("gen_ai.tool.name") == "get_weather"]
     assert tool_points and tool_points[0].count >= 1
     assert "jsonrpc.request.id" not in tool_points[0].attributes  # no high-cardinality keys on the metric
 
 
-def test_tool_error_result(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+def test_tool_error_result(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter,
+                           reader: InMemoryMetricReader) -> None:
     client = connect(make_client, app, "2026-07-28")
     assert client.call_tool("broken").result["isError"] is True
     span = _one(spans, "tools/call broken")
     assert span.attributes is not None and span.attributes["error.type"] == "tool_error"
     assert span.status.status_code is StatusCode.ERROR
-    points = [p for p in _operation_points() if p.attributes.get("gen_ai.tool.name") == "broken"]
+    points = [p for p in _operation_points(reader) if p.attributes.get("gen_ai.tool.name") == "broken"]
     assert points and points[0].attributes["error.type"] == "tool_error"
 
 
@@ -196,11 +214,13 @@ def test_http_traceparent_when_meta_has_none(app: Flask, make_client: MakeClient
     assert format(span.context.trace_id, "032x") == TRACE_ID
 
 
-def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, spans: InMemorySpanExporter,
+                                reader: InMemoryMetricReader) -> None:
     app = Flask("refusing", instance_path=str(instance_folder))
     app.config.update(TESTING=True, MCP_AUTH=True, MCP_TOKEN_VERIFIER="presence",
                       MCP_RESOURCE_URL="http://localhost/mcp")
     mcp = MCP(app)
+    _observe(app, reader)
 
     @mcp.tool
     def secret() -> str:
@@ -214,10 +234,10 @@ def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, 
     assert span.status.status_code is StatusCode.ERROR
 
 
-def test_session_duration_on_delete(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+def test_session_duration_on_delete(app: Flask, make_client: MakeClient, reader: InMemoryMetricReader) -> None:
     client = connect(make_client, app, "2025-11-25")
     assert client.delete().status_code == 200
-    data = _READER.get_metrics_data()
+    data = reader.get_metrics_data()
     names = {m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
     assert "mcp.server.session.duration" in names
 
@@ -250,3 +270,52 @@ def test_off_by_config(instance_folder: Any, make_client: MakeClient, spans: InM
     connect(make_client, app, "2026-07-28").call_tool("hello")
     assert spans.get_finished_spans() == ()
     assert app.extensions["mcp"].server.observer is None
+
+
+def _trace_of(meta: dict[str, Any]) -> str:
+    return str(meta["traceparent"].split("-")[1])
+
+
+def test_a_legacy_elicitation_carries_the_trace_to_the_client(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2025-11-25", capabilities={"elicitation": {}})
+    asked: list[dict[str, Any]] = []
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    client.on_request = answer
+    assert "Ada" in client.call_tool("ask_name").result["content"][0]["text"]
+    span = _one(spans, "tools/call ask_name")
+    assert [r["method"] for r in asked] == ["elicitation/create"]
+    assert _trace_of(asked[0]["params"]["_meta"]) == format(span.context.trace_id, "032x")
+
+
+def test_input_required_requests_carry_the_trace(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28", capabilities={"elicitation": {}})
+    result = client.call_tool("ask_name").result
+    assert result["resultType"] == "input_required"
+    span = _one(spans, "tools/call ask_name")
+    (question,) = result["inputRequests"].values()
+    assert _trace_of(question["params"]["_meta"]) == format(span.context.trace_id, "032x")
+
+
+def test_a_task_runs_under_the_call_that_started_it(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
+    created = client.call_tool("background").result
+    assert "taskId" in created
+    deadline = time.monotonic() + 10
+    while not [s for s in spans.get_finished_spans() if s.name == "background work"]:
+        assert time.monotonic() < deadline, "the task's span never ended"
+        time.sleep(0.01)
+    call = _one(spans, "tools/call background")
+    work = _one(spans, "background work")
+    assert work.parent is not None and work.parent.span_id == call.context.span_id
+    client.get_task(created["taskId"])
+    assert _one(spans, "tasks/get").attributes is not None
