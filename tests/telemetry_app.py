@@ -56,3 +56,10 @@ def slow(ctx: Context) -> str:
         time.sleep(0.01)
     return "done"
 
+
+
+@mcp.tool
+def ask_name(ctx: Context) -> str:
+    """Asks the user for a name (elicitation): the answer may reach another worker."""
+    answer = ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+    return f"hello {answer.content}"

@@ -132,3 +132,40 @@ def test_streamed_legacy_call_with_progress(server: Any) -> None:
     assert "error.type" not in call["attributes"]
     assert _named(spans, "initialize")["status"]["status_code"] == "UNSET"
     assert _named(spans, "notifications/initialized")["attributes"]["mcp.session.id"] == session_id
+
+
+def test_elicitation_carries_the_trace_and_the_answer_may_reach_the_other_worker(server: Any) -> None:
+    traceparent = f"00-{TRACE_ID}-{PARENT_ID}-01"
+    with requests.Session() as http, requests.Session() as answers:
+        http.headers.update({**ACCEPT, **TOKEN})
+        init = http.post(server.url, timeout=TIMEOUT, json={
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+                       "clientInfo": {"name": "e2e-telemetry", "version": "1"}}})
+        session = {"Mcp-Session-Id": init.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
+        http.headers.update(session)
+        answers.headers.update({**ACCEPT, **TOKEN, **session})
+        http.post(server.url, timeout=TIMEOUT, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        stream = http.post(server.url, timeout=TIMEOUT, stream=True, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ask_name", "arguments": {}, "_meta": {"traceparent": traceparent}}})
+        asked: list[dict[str, Any]] = []
+        result = None
+        for line in stream.iter_lines(decode_unicode=True):
+            if not line.startswith("data:") or not line[5:].strip():
+                continue  # other fields, and the empty priming event of a resumable stream
+            message = json.loads(line[5:])
+            if message.get("method") == "elicitation/create":
+                asked.append(message)
+                reply = answers.post(server.url, timeout=TIMEOUT, json={
+                    "jsonrpc": "2.0", "id": message["id"],
+                    "result": {"action": "accept", "content": {"name": "Ada"}}})
+                assert reply.status_code == 202, reply.text
+            elif message.get("id") == 1:
+                result = message["result"]
+                break
+    assert result is not None and "Ada" in result["content"][0]["text"]
+    assert asked[0]["params"]["_meta"]["traceparent"].split("-")[1] == TRACE_ID
+    call = _named(_spans(server, 3), "tools/call ask_name")
+    assert call["context"]["trace_id"] == f"0x{TRACE_ID}"
+    assert call["status"]["status_code"] == "UNSET"
