@@ -8,6 +8,7 @@ request (an app may set its providers after ``init_app``, e.g. in a gunicorn
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +18,8 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from .telemetry_names import DURATION_BUCKETS, OPERATION_DURATION, SESSION_DURATION
 
 _SCOPE = "flask_mcp"
+#: Seconds between two lookups of the global providers (an SDK set later is seen within it).
+LOOK_INTERVAL = 1.0
 #: The trace context keys read from ``params._meta`` (unprefixed, as SEP-414 says).
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 
@@ -40,12 +43,26 @@ class Instruments:
         self.own_tracer_provider: trace.TracerProvider | None = None
         self.own_meter_provider: metrics.MeterProvider | None = None
 
+        #: When the providers are looked up again (``time.monotonic()``).
+        self._next_look = 0.0
+
     def use(self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> None:
         self.own_tracer_provider = tracer_provider
         self.own_meter_provider = meter_provider
+        self._next_look = 0.0
 
     def active(self) -> bool:
-        """Whether an SDK listens (the hot path's one check when none does)."""
+        """Whether an SDK listens: the hot path's one check. The global providers
+        are looked up at most once a second (the API's lookup tests
+        ``os.environ`` and costs microseconds while no SDK is set)."""
+        now = time.monotonic()
+        if now >= self._next_look:
+            self._next_look = now + LOOK_INTERVAL
+            self._look()
+        return self.tracer is not None or self.operation is not None
+
+    def _look(self) -> None:
+        """(Re)make the tracer and histograms when a provider changed."""
         tracer_provider = self.own_tracer_provider or trace.get_tracer_provider()
         meter_provider = self.own_meter_provider or metrics.get_meter_provider()
         if tracer_provider is not self._tracer_provider:
@@ -68,7 +85,6 @@ class Instruments:
                     description="The duration of the MCP session as observed on the server.",
                     explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
                 )
-        return self.tracer is not None or self.operation is not None
 
     def start(self, method: str, target: str | None, attributes: dict[str, Any],
               params: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
