@@ -59,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_TASK_MAX_RUNNING": 64,  # task tools running at once per worker process (None: no limit)
     # Skills (the io.modelcontextprotocol/skills extension): also answer
     # resources/directory/read, declared as directoryRead (docs/skills.md).
-    "MCP_SKILLS_DIRECTORY_READ": False,
+    "MCP_SKILLS_DIRECTORY_READ": False,  # also answer resources/directory/read (declared as directoryRead)
     "MCP_TELEMETRY": True,  # OpenTelemetry spans and metrics, and the flask_mcp.access log (docs/observability.md)
 }
 
