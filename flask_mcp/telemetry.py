@@ -106,7 +106,7 @@ class Telemetry:
 
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's limit
             payload = None
         if not isinstance(payload, dict) or not isinstance(payload.get("method"), str):
             return  # not one MCP message: the HTTP server's log has it

@@ -146,24 +146,24 @@ def test_elicitation_carries_the_trace_and_the_answer_may_reach_the_other_worker
         http.headers.update(session)
         answers.headers.update({**ACCEPT, **TOKEN, **session})
         http.post(server.url, timeout=TIMEOUT, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-        stream = http.post(server.url, timeout=TIMEOUT, stream=True, json={
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "ask_name", "arguments": {}, "_meta": {"traceparent": traceparent}}})
         asked: list[dict[str, Any]] = []
         result = None
-        for line in stream.iter_lines(decode_unicode=True):
-            if not line.startswith("data:") or not line[5:].strip():
-                continue  # other fields, and the empty priming event of a resumable stream
-            message = json.loads(line[5:])
-            if message.get("method") == "elicitation/create":
-                asked.append(message)
-                reply = answers.post(server.url, timeout=TIMEOUT, json={
-                    "jsonrpc": "2.0", "id": message["id"],
-                    "result": {"action": "accept", "content": {"name": "Ada"}}})
-                assert reply.status_code == 202, reply.text
-            elif message.get("id") == 1:
-                result = message["result"]
-                break
+        with http.post(server.url, timeout=TIMEOUT, stream=True, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ask_name", "arguments": {}, "_meta": {"traceparent": traceparent}}}) as stream:
+            for line in stream.iter_lines(decode_unicode=True):
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue  # other fields, and the empty priming event of a resumable stream
+                message = json.loads(line[5:])
+                if message.get("method") == "elicitation/create":
+                    asked.append(message)
+                    reply = answers.post(server.url, timeout=TIMEOUT, json={
+                        "jsonrpc": "2.0", "id": message["id"],
+                        "result": {"action": "accept", "content": {"name": "Ada"}}})
+                    assert reply.status_code == 202, reply.text
+                elif message.get("id") == 1:
+                    result = message["result"]
+                    break
     assert result is not None and "Ada" in result["content"][0]["text"]
     assert asked[0]["params"]["_meta"]["traceparent"].split("-")[1] == TRACE_ID
     call = _named(_spans(server, 3), "tools/call ask_name")

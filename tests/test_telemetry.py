@@ -232,6 +232,12 @@ def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, 
     span = _one(spans, "tools/call secret")
     assert span.attributes is not None and span.attributes["error.type"] == "401"
     assert span.status.status_code is StatusCode.ERROR
+    # A refused body that is no MCP message (here nested past the interpreter's
+    # recursion limit) is refused all the same, with no span.
+    nested = app.test_client().post("/mcp", data="[" * 200_000, content_type="application/json",
+                                    headers={"Accept": "application/json, text/event-stream"})
+    assert nested.status_code == 401
+    assert len(spans.get_finished_spans()) == 1
 
 
 def test_session_duration_on_delete(app: Flask, make_client: MakeClient, reader: InMemoryMetricReader) -> None:
