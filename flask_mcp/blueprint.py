@@ -170,7 +170,12 @@ def _post() -> Response:
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     state: MCPState = app.extensions["mcp"]
     _guard(state, req)
-    principal = _caller(state) if state.checks_callers else None
+    try:
+        principal = _caller(state) if state.checks_callers else None
+    except HTTPException as exc:  # 401, 403, 429: the refusal is watched too
+        if state.telemetry is not None:
+            _refused(state, req, exc)
+        raise
     environ = req.environ
     accept = environ.get("HTTP_ACCEPT")
     wants_stream = False if accept is None or accept in _USUAL_ACCEPT else _negotiate_media(req)
@@ -211,6 +216,17 @@ def _post() -> Response:
     if notifications and reply.body is not None and _accepts_stream(req):
         return _render_stream(notifications, reply)  # a 2025-03-26 batch
     return _render(reply, wants_stream)
+
+
+def _refused(state: MCPState, req: Request, exc: HTTPException) -> None:
+    """Hand a refused POST to telemetry (its body read within the size limit)."""
+    assert state.telemetry is not None
+    try:
+        body = _read_body(req, state.settings.max_content_length)
+    except HTTPException:
+        return
+    headers = EnvironHeaderView(req.environ)
+    state.telemetry.refused(body, exc.code or 400, exc.description or exc.name, headers)
 
 
 def _get() -> Response:

@@ -69,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     # Skills (the io.modelcontextprotocol/skills extension): also answer
     # resources/directory/read, declared as directoryRead (docs/skills.md).
     "MCP_SKILLS_DIRECTORY_READ": False,  # answer resources/directory/read for skill folders (directoryRead)
+    "MCP_TELEMETRY": True,  # OpenTelemetry spans and metrics, and the flask_mcp.access log (docs/observability.md)
 }
 
 OriginCheck = Callable[[str], bool]
@@ -121,6 +122,7 @@ class Settings:
     task_max_running: int | None = 64
     task_runner: str = "thread"
     skills_directory_read: bool = False
+    telemetry: bool = True
 
 
 class ConfigError(ValueError):
@@ -173,6 +175,7 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         task_max_running=_optional_int(value("MCP_TASK_MAX_RUNNING"), "MCP_TASK_MAX_RUNNING"),
         task_runner=runner,
         skills_directory_read=_flag(value("MCP_SKILLS_DIRECTORY_READ"), "MCP_SKILLS_DIRECTORY_READ"),
+        telemetry=_flag(value("MCP_TELEMETRY"), "MCP_TELEMETRY"),
         **_security_settings(value),
     )
 

@@ -38,6 +38,7 @@ from .skills import ResourcesWithSkills
 from .skills_api import SkillsMixin
 from .streaming import StreamOptions
 from .task_threads import in_background, watch
+from .telemetry import Telemetry
 from .tools import Tool, ToolRegistry
 from .verifiers import verifier_from_settings
 
@@ -57,6 +58,8 @@ class MCPState:
     backend: Backend
     authenticator: Authenticator | None = None
     rate_limits: RateLimits | None = None
+    #: Spans, metrics and the access log (``None`` with ``MCP_TELEMETRY = False``).
+    telemetry: Telemetry | None = None
 
     @property
     def sessions(self) -> SessionStore:
@@ -171,8 +174,10 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             from .oauth.server import OAuthServer
 
             verifier = OAuthServer(app, settings).verifier
+        telemetry = Telemetry(settings.version) if settings.telemetry else None
+        server.observer = telemetry
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
-        app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits)
+        app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits, telemetry)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
         register_metadata(app, settings)  # RFC 9728, when MCP_AUTH is on
         rate_limits.install(app, self.blueprint)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from flask import copy_current_request_context, current_app, has_request_context
 
 from .protocol.task_methods import Tasks
+from .telemetry import carry_trace_context
 
 #: Every app's tasks in this process, failed as the process exits (see :func:`watch`).
 _WATCHED: weakref.WeakSet[Tasks] = weakref.WeakSet()
@@ -30,7 +31,7 @@ def in_background(work: Callable[[], None]) -> Callable[[], bool]:
             with app.app_context():
                 work()
 
-    thread = threading.Thread(target=target, name="flask-mcp-task", daemon=True)
+    thread = threading.Thread(target=carry_trace_context(target), name="flask-mcp-task", daemon=True)
     thread.start()
     return thread.is_alive
 

@@ -4,17 +4,38 @@
 
 The session backend comes from the environment (``FLASK_MCP_BACKEND``), like
 every other ``MCP_*`` key, through ``app.config.from_prefixed_env()``.
+``BENCH_OTEL=sampled`` or ``unsampled`` configures the OpenTelemetry SDK in the
+worker (spans dropped by a processor that keeps nothing; metrics kept in
+memory), to measure the cost of tracing (bench/README.md, "Telemetry").
 """
 
 from __future__ import annotations
 
 import gc
+import os
 
 from flask import Flask
 
 from flask_mcp import MCP
 
 from .tools_def import all_tools
+
+
+def _configure_otel(mode: str) -> None:
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
+
+    provider = TracerProvider(sampler=ALWAYS_ON if mode == "sampled" else ALWAYS_OFF)
+    provider.add_span_processor(SpanProcessor())  # the base class keeps nothing: no export cost measured
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
+if os.environ.get("BENCH_OTEL"):
+    _configure_otel(os.environ["BENCH_OTEL"])
 
 app = Flask(__name__)
 app.config.from_prefixed_env()

@@ -33,6 +33,7 @@ from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
 from .meta import SERVER_INFO_KEY, RequestMeta, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
+from .observe import Observer
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
 from .request_info import RequestInfo, ToolProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
@@ -96,6 +97,8 @@ class Server:
             skills=skills,
         )
         self._handlers = self.methods.table()
+        #: Watches every message (tracing, metrics, the access log); ``None``: nobody does.
+        self.observer: Observer | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -190,6 +193,8 @@ class Server:
                 self.cancellations.end_session(session.id)
             except StoreUnavailable as exc:  # the session is gone all the same; its calls time out
                 logger.warning("Could not cancel the calls of ended session: %s", exc)
+        if self.observer is not None and session is not None:
+            self.observer.session_ended(session, self.clock())
         return Reply(200)
 
     # ------------------------------------------------------------------ eras
@@ -202,6 +207,8 @@ class Server:
                 400,
             )
         if isinstance(message, Notification):
+            if self.observer is not None:
+                self.observer.notification(message, incoming, None, incoming.header_version or "")
             return Reply(202)
         header_version = incoming.header_version
         try:
@@ -260,6 +267,8 @@ class Server:
     ) -> Reply | None:
         """Answer one message of an established session (``None`` = nothing to send)."""
         if isinstance(message, Notification):
+            if self.observer is not None:
+                self.observer.notification(message, incoming, session, session.protocol_version)
             self._legacy_notification(message, session)
             return None
         if isinstance(message, ClientResponse):
@@ -373,6 +382,13 @@ class Server:
                 # Answered as plain JSON, and still cancellable: a cancelled call gets no answer.
                 reply = run_cancellable(lambda: self._answer(message, request), request, self.cancellations)
                 return Reply(202) if reply is None else reply
+        observer = self.observer
+        if observer is not None:
+            return observer.request(message, request, self._run)
+        return self._run(message, request)
+
+    def _run(self, message: Request, request: RequestInfo) -> Reply:
+        """Dispatch to the method's handler and shape its answer."""
         handler = self._handlers.get(message.method)
         try:
             if handler is None or message.method not in request.revision.core_methods:

@@ -1,0 +1,182 @@
+"""The OpenTelemetry side of :mod:`flask_mcp.telemetry` (``opentelemetry-api`` only).
+
+Importing this module fails without the API; :class:`~flask_mcp.telemetry.Telemetry`
+then keeps the access log only. Whether an SDK is configured is checked on each
+request (an app may set its providers after ``init_app``, e.g. in a gunicorn
+``post_fork`` hook), and costs one provider lookup when none is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import context, metrics, propagate, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from .telemetry_names import DURATION_BUCKETS, OPERATION_DURATION, SESSION_DURATION
+
+_SCOPE = "flask_mcp"
+#: Seconds between two lookups of the global providers (an SDK set later is seen within it).
+LOOK_INTERVAL = 1.0
+#: The trace context keys read from ``params._meta`` (unprefixed, as SEP-414 says).
+_TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+def _is_api_default(provider: object, package: str) -> bool:
+    """The API's own proxy or no-op provider, i.e. no SDK configured."""
+    return type(provider).__module__.startswith(package)
+
+
+class Instruments:
+    """The tracer and the two histograms, (re)made when the global providers change."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self._tracer_provider: object = None
+        self._meter_provider: object = None
+        self.tracer: trace.Tracer | None = None
+        self.operation: metrics.Histogram | None = None
+        self.session: metrics.Histogram | None = None
+        #: Providers of this app's own, used instead of the global ones (see :meth:`use`).
+        self.own_tracer_provider: trace.TracerProvider | None = None
+        self.own_meter_provider: metrics.MeterProvider | None = None
+
+        #: When the providers are looked up again (``time.monotonic()``).
+        self._next_look = 0.0
+
+    def use(self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> None:
+        self.own_tracer_provider = tracer_provider
+        self.own_meter_provider = meter_provider
+        self._next_look = 0.0
+
+    def active(self) -> bool:
+        """Whether an SDK listens: the hot path's one check. The global providers
+        are looked up at most once a second (the API's lookup tests
+        ``os.environ`` and costs microseconds while no SDK is set)."""
+        now = time.monotonic()
+        if now >= self._next_look:
+            self._next_look = now + LOOK_INTERVAL
+            self._look()
+        return self.tracer is not None or self.operation is not None
+
+    def _look(self) -> None:
+        """(Re)make the tracer and histograms when a provider changed."""
+        tracer_provider = self.own_tracer_provider or trace.get_tracer_provider()
+        meter_provider = self.own_meter_provider or metrics.get_meter_provider()
+        if tracer_provider is not self._tracer_provider:
+            self._tracer_provider = tracer_provider
+            self.tracer = (None if _is_api_default(tracer_provider, "opentelemetry.trace")
+                           else tracer_provider.get_tracer(_SCOPE, self.version))
+        if meter_provider is not self._meter_provider:
+            self._meter_provider = meter_provider
+            if _is_api_default(meter_provider, "opentelemetry.metrics"):
+                self.operation = self.session = None
+            else:
+                meter = meter_provider.get_meter(_SCOPE, self.version)
+                self.operation = meter.create_histogram(
+                    OPERATION_DURATION, unit="s",
+                    description="MCP request or notification duration as observed on the receiver.",
+                    explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+                )
+                self.session = meter.create_histogram(
+                    SESSION_DURATION, unit="s",
+                    description="The duration of the MCP session as observed on the server.",
+                    explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+                )
+
+    def start(self, method: str, target: str | None, attributes: dict[str, Any],
+              params: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+        """Start the server span, made current (a tool's own spans nest under it).
+        Its parent is the trace context in ``params._meta`` (the ambient one,
+        e.g. opentelemetry-instrumentation-flask's span, is then linked), else the
+        ambient context, else the HTTP headers'. Returns what :meth:`end` needs."""
+        if self.tracer is None:
+            return (None, None)
+        meta = params.get("_meta")
+        links: list[Link] = []
+        ambient = trace.get_current_span().get_span_context()
+        if isinstance(meta, Mapping) and isinstance(meta.get("traceparent"), str):
+            carrier = {key: meta[key] for key in _TRACE_KEYS if isinstance(meta.get(key), str)}
+            parent = propagate.extract(carrier)
+            if ambient.is_valid:
+                links.append(Link(ambient))
+        elif ambient.is_valid:
+            parent = None
+        else:
+            parent = propagate.extract(headers)
+        name = method if target is None else f"{method} {target}"
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links)
+        token = context.attach(trace.set_span_in_context(span))
+        return (span, token)
+
+    @staticmethod
+    def carrying_context(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        """``emit``, adding the current trace context to the ``params._meta`` of
+        the requests it sends the client (notifications go as they are)."""
+
+        def emit_with_context(message: dict[str, Any]) -> None:
+            if "id" in message and "method" in message:
+                message["params"] = _with_context(message.get("params"))
+            emit(message)
+
+        return emit_with_context
+
+    @staticmethod
+    def inject_into_input_requests(body: Any) -> None:
+        """A 2026-07-28 ``input_required`` result: its input requests carry the
+        trace context too (the client runs them, then retries the call)."""
+        result = body.get("result") if isinstance(body, dict) else None
+        if not isinstance(result, dict) or result.get("resultType") != "input_required":
+            return
+        requests = result.get("inputRequests")
+        if isinstance(requests, dict):
+            for item in requests.values():
+                if isinstance(item, dict):
+                    item["params"] = _with_context(item.get("params"))
+
+    def end(self, started: Any, attributes: dict[str, Any], error_type: str | None,
+            description: str | None, seconds: float) -> str | None:
+        """End the span and record the duration; the trace id (hex) for the access log."""
+        span, token = started
+        if error_type is not None:
+            attributes["error.type"] = error_type
+            if error_type.lstrip("-").isdigit() and len(error_type) > 3:  # a JSON-RPC code, not an HTTP status
+                attributes["rpc.response.status_code"] = error_type
+        trace_id = None
+        if span is not None:
+            context.detach(token)
+            if error_type is not None:
+                span.set_attribute("error.type", error_type)
+                if "rpc.response.status_code" in attributes:
+                    span.set_attribute("rpc.response.status_code", error_type)
+                span.set_status(Status(StatusCode.ERROR, description))
+            span.end()
+            span_context = span.get_span_context()
+            if span_context.is_valid:
+                trace_id = format(span_context.trace_id, "032x")
+        if self.operation is not None:
+            self.operation.record(seconds, {key: value for key, value in attributes.items() if key in _METRIC_KEYS})
+        return trace_id
+
+    def session_ended(self, seconds: float, version: str) -> None:
+        if self.session is not None:
+            self.session.record(seconds, {"mcp.protocol.version": version, "network.transport": "tcp",
+                                          "network.protocol.name": "http"})
+
+
+def _with_context(params: Any) -> dict[str, Any]:
+    """A copy of ``params`` whose ``_meta`` carries the current trace context."""
+    copy: dict[str, Any] = dict(params) if isinstance(params, dict) else {}
+    meta = dict(copy.get("_meta") or {})
+    propagate.inject(meta)
+    copy["_meta"] = meta
+    return copy
+
+
+#: The span attributes the operation histogram keeps (low cardinality: no ids, no URIs).
+_METRIC_KEYS = frozenset({
+    "mcp.method.name", "mcp.protocol.version", "gen_ai.tool.name", "gen_ai.prompt.name", "gen_ai.operation.name",
+    "error.type", "rpc.response.status_code", "network.transport", "network.protocol.name",
+})

@@ -1,0 +1,32 @@
+"""What an observer of the core (tracing, metrics, the access log) is handed.
+
+The core stays free of any telemetry library: it calls an :class:`Observer`
+when one is set (``Server.observer``), and does nothing extra when none is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from .jsonrpc import Notification, Request
+from .request_info import RequestInfo
+from .session import Session
+from .transport import Incoming, Reply
+
+#: Runs one request: the core's own dispatch, which the observer wraps.
+Run = Callable[[Request, RequestInfo], Reply]
+
+
+class Observer(Protocol):
+    """Watches every request and notification the core serves."""
+
+    def request(self, message: Request, request: RequestInfo, run: Run) -> Reply:
+        """Serve ``message`` by calling ``run(message, request)``, watching it
+        (the call may raise :class:`~.request_info.RequestCancelled`)."""
+
+    def notification(self, message: Notification, incoming: Incoming, session: Session | None, version: str) -> None:
+        """A notification the client sent (already handled, or about to be)."""
+
+    def session_ended(self, session: Session, now: float) -> None:
+        """A legacy session ended by the client's ``DELETE``."""

@@ -1,0 +1,11 @@
+"""The names telemetry uses, importable without any OpenTelemetry package."""
+
+#: The conventions' histograms.
+OPERATION_DURATION = "mcp.server.operation.duration"
+SESSION_DURATION = "mcp.server.session.duration"
+
+#: Bucket boundaries in seconds, as the conventions advise for both histograms.
+DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+#: The logger of the access log.
+ACCESS_LOGGER = "flask_mcp.access"

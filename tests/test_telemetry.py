@@ -1,0 +1,327 @@
+"""Spans, metrics and the access log (flask_mcp.telemetry) through Flask's
+test client, with the OpenTelemetry SDK's in-memory exporter and reader."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from conftest import connect
+from flask import Flask
+
+from flask_mcp import MCP, Context, ToolError
+from flask_mcp.testing import MCPTestClient
+
+pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
+
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+
+MakeClient = Callable[..., MCPTestClient]
+TASKS = "io.modelcontextprotocol/tasks"
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+
+_EXPORTER = InMemorySpanExporter()
+_PROVIDER = TracerProvider()
+_PROVIDER.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+tracer = _PROVIDER.get_tracer("tests")
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The in-memory exporter, emptied for each test. The apps record with
+    providers of their own (``Telemetry.use``), never the global ones, so no
+    other test module sees tracing on."""
+    _EXPORTER.clear()
+    yield _EXPORTER
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+def _observe(app: Flask, reader: InMemoryMetricReader) -> None:
+    app.extensions["mcp"].telemetry.use(_PROVIDER, MeterProvider(metric_readers=[reader]))
+
+
+@pytest.fixture
+def app(app: Flask, reader: InMemoryMetricReader) -> Flask:
+    app.config.update(SECRET_KEY="telemetry-tests", MCP_BACKEND="memory://")
+    mcp = MCP(app)
+    _observe(app, reader)
+
+    @mcp.tool
+    def get_weather(city: str) -> str:
+        """The weather, with a span of the tool's own."""
+        with tracer.start_as_current_span("lookup"):
+            return f"sunny in {city}"
+
+    @mcp.tool
+    def broken() -> str:
+        """Always fails as a tool error."""
+        raise ToolError("the weather service is down")
+
+    @mcp.tool
+    def slow(ctx: Context) -> str:
+        """Reports progress twice."""
+        ctx.report_progress(1, 2)
+        ctx.report_progress(2, 2)
+        return "done"
+
+    @mcp.tool
+    def ask_name(ctx: Context) -> str:
+        """Asks the user (elicitation) inside a span of its own."""
+        answer = ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        return f"hello {answer.content}"
+
+    @mcp.tool(task="optional")
+    def background() -> str:
+        """Runs as a task when the client asks; its span nests under the call."""
+        with tracer.start_as_current_span("background work"):
+            return "finished"
+
+    @mcp.resource("data://report")
+    def report() -> str:
+        return "all fine"
+
+    @mcp.prompt
+    def summarize(text: str) -> str:
+        return f"Summarize: {text}"
+
+    return app
+
+
+def _one(spans: InMemorySpanExporter, name: str) -> ReadableSpan:
+    found = [span for span in spans.get_finished_spans() if span.name == name]
+    assert len(found) == 1, [span.name for span in spans.get_finished_spans()]
+    return found[0]
+
+
+def _operation_points(reader: InMemoryMetricReader) -> list[Any]:
+    data = reader.get_metrics_data()
+    points = []
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "mcp.server.operation.duration":
+                    assert metric.unit == "s"
+                    points.extend(metric.data.data_points)
+    return points
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25", "2025-03-26"])
+def test_tool_call_span_and_the_tools_own_span_beneath(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter, reader: InMemoryMetricReader, version: str
+) -> None:
+    client = connect(make_client, app, version)
+    assert client.call_tool("get_weather", {"city": "Oslo"}).result["content"][0]["text"] == "sunny in Oslo"
+    span = _one(spans, "tools/call get_weather")
+    assert span.kind is SpanKind.SERVER
+    attributes = dict(span.attributes or {})
+    assert attributes["mcp.method.name"] == "tools/call"
+    assert attributes["gen_ai.tool.name"] == "get_weather"
+    assert attributes["gen_ai.operation.name"] == "execute_tool"
+    assert attributes["mcp.protocol.version"] == version
+    assert attributes["jsonrpc.request.id"].isdigit()
+    assert ("mcp.session.id" in attributes) is (version != "2026-07-28")
+    if version != "2026-07-28":
+        assert attributes["mcp.session.id"] == client.session_id
+    assert "error.type" not in attributes
+    assert span.status.status_code is StatusCode.UNSET
+    lookup = _one(spans, "lookup")
+    assert lookup.parent is not None and lookup.parent.span_id == span.context.span_id
+    assert lookup.context.trace_id == span.context.trace_id
+    points = _operation_points(reader)
+    tool_points = [p for p in points if p.attributes.get("gen_ai.tool.name") == "get_weather"]
+    assert tool_points and tool_points[0].count >= 1
+    assert "jsonrpc.request.id" not in tool_points[0].attributes  # no high-cardinality keys on the metric
+
+
+def test_tool_error_result(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter,
+                           reader: InMemoryMetricReader) -> None:
+    client = connect(make_client, app, "2026-07-28")
+    assert client.call_tool("broken").result["isError"] is True
+    span = _one(spans, "tools/call broken")
+    assert span.attributes is not None and span.attributes["error.type"] == "tool_error"
+    assert span.status.status_code is StatusCode.ERROR
+    points = [p for p in _operation_points(reader) if p.attributes.get("gen_ai.tool.name") == "broken"]
+    assert points and points[0].attributes["error.type"] == "tool_error"
+
+
+def test_protocol_error_sets_the_code(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+    client = connect(make_client, app, "2025-11-25")
+    error = client.call_tool("no_such_tool").error
+    span = _one(spans, "tools/call no_such_tool")
+    attributes = dict(span.attributes or {})
+    assert attributes["error.type"] == str(error["code"])
+    assert attributes["rpc.response.status_code"] == str(error["code"])
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == error["message"]
+
+
+def test_resource_prompt_and_list_spans(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+    client = connect(make_client, app, "2025-06-18")
+    client.read_resource("data://report")
+    client.get_prompt("summarize", {"text": "x"})
+    client.list_tools()
+    client.notify("notifications/roots/list_changed")
+    read = _one(spans, "resources/read")
+    assert read.attributes is not None and read.attributes["mcp.resource.uri"] == "data://report"
+    prompt = _one(spans, "prompts/get summarize")
+    assert prompt.attributes is not None and prompt.attributes["gen_ai.prompt.name"] == "summarize"
+    assert "gen_ai.operation.name" not in prompt.attributes
+    assert _one(spans, "tools/list").attributes is not None
+    assert _one(spans, "initialize").attributes is not None
+    note = _one(spans, "notifications/roots/list_changed")
+    assert note.attributes is not None and "jsonrpc.request.id" not in note.attributes
+    assert note.attributes["mcp.session.id"] == client.session_id
+
+
+def test_streamed_call_with_progress(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+    client = connect(make_client, app, "2025-11-25")
+    answer = client.call_tool("slow", meta={"progressToken": "p1"})
+    assert [n["method"] for n in answer.notifications] == ["notifications/progress"] * 2
+    span = _one(spans, "tools/call slow")
+    assert span.attributes is not None and "error.type" not in span.attributes
+
+
+def test_traceparent_in_meta_continues_the_trace(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28")
+    meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": "rojo=00f067aa0ba902b7"}
+    client.call_tool("get_weather", {"city": "Rome"}, meta=meta)
+    span = _one(spans, "tools/call get_weather")
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    assert span.parent is not None and format(span.parent.span_id, "016x") == PARENT_ID
+    assert span.parent.is_remote
+    assert span.context.trace_state.get("rojo") == "00f067aa0ba902b7"
+
+
+def test_http_traceparent_when_meta_has_none(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+    client = connect(make_client, app, "2025-11-25", headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    client.call_tool("get_weather", {"city": "Bern"})
+    span = _one(spans, "tools/call get_weather")
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+
+
+def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, spans: InMemorySpanExporter,
+                                reader: InMemoryMetricReader) -> None:
+    app = Flask("refusing", instance_path=str(instance_folder))
+    app.config.update(TESTING=True, MCP_AUTH=True, MCP_TOKEN_VERIFIER="presence",
+                      MCP_RESOURCE_URL="http://localhost/mcp")
+    mcp = MCP(app)
+    _observe(app, reader)
+
+    @mcp.tool
+    def secret() -> str:
+        return "s"
+
+    client = make_client(app, "2026-07-28")
+    response = client.call_tool("secret")
+    assert response.status_code == 401
+    span = _one(spans, "tools/call secret")
+    assert span.attributes is not None and span.attributes["error.type"] == "401"
+    assert span.status.status_code is StatusCode.ERROR
+    # A refused body that is no MCP message (here nested past the interpreter's
+    # recursion limit) is refused all the same, with no span.
+    nested = app.test_client().post("/mcp", data="[" * 200_000, content_type="application/json",
+                                    headers={"Accept": "application/json, text/event-stream"})
+    assert nested.status_code == 401
+    assert len(spans.get_finished_spans()) == 1
+
+
+def test_session_duration_on_delete(app: Flask, make_client: MakeClient, reader: InMemoryMetricReader) -> None:
+    client = connect(make_client, app, "2025-11-25")
+    assert client.delete().status_code == 200
+    data = reader.get_metrics_data()
+    names = {m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
+    assert "mcp.server.session.duration" in names
+
+
+def test_access_log(app: Flask, make_client: MakeClient, spans: InMemorySpanExporter,
+                    caplog: pytest.LogCaptureFixture) -> None:
+    client = connect(make_client, app, "2025-11-25", headers={"Authorization": "Bearer not-logged-token"})
+    with caplog.at_level(logging.INFO, logger="flask_mcp.access"):
+        client.call_tool("broken")
+    records = [r for r in caplog.records if r.name == "flask_mcp.access"]
+    assert len(records) == 1
+    record: Any = records[0]
+    assert (record.mcp_method, record.mcp_target, record.mcp_outcome) == ("tools/call", "broken", "tool_error")
+    assert record.mcp_session_id == client.session_id
+    assert record.mcp_duration_ms >= 0
+    span = _one(spans, "tools/call broken")
+    assert record.trace_id == format(span.context.trace_id, "032x")
+    assert "not-logged-token" not in repr(vars(record))
+
+
+def test_off_by_config(instance_folder: Any, make_client: MakeClient, spans: InMemorySpanExporter) -> None:
+    app = Flask("quiet", instance_path=str(instance_folder))
+    app.config.update(TESTING=True, MCP_TELEMETRY=False)
+    mcp = MCP(app)
+
+    @mcp.tool
+    def hello() -> str:
+        return "hi"
+
+    connect(make_client, app, "2026-07-28").call_tool("hello")
+    assert spans.get_finished_spans() == ()
+    assert app.extensions["mcp"].server.observer is None
+
+
+def _trace_of(meta: dict[str, Any]) -> str:
+    return str(meta["traceparent"].split("-")[1])
+
+
+def test_a_legacy_elicitation_carries_the_trace_to_the_client(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2025-11-25", capabilities={"elicitation": {}})
+    asked: list[dict[str, Any]] = []
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    client.on_request = answer
+    assert "Ada" in client.call_tool("ask_name").result["content"][0]["text"]
+    span = _one(spans, "tools/call ask_name")
+    assert [r["method"] for r in asked] == ["elicitation/create"]
+    assert _trace_of(asked[0]["params"]["_meta"]) == format(span.context.trace_id, "032x")
+
+
+def test_input_required_requests_carry_the_trace(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28", capabilities={"elicitation": {}})
+    result = client.call_tool("ask_name").result
+    assert result["resultType"] == "input_required"
+    span = _one(spans, "tools/call ask_name")
+    (question,) = result["inputRequests"].values()
+    assert _trace_of(question["params"]["_meta"]) == format(span.context.trace_id, "032x")
+
+
+def test_a_task_runs_under_the_call_that_started_it(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
+    created = client.call_tool("background").result
+    assert "taskId" in created
+    deadline = time.monotonic() + 10
+    while not [s for s in spans.get_finished_spans() if s.name == "background work"]:
+        assert time.monotonic() < deadline, "the task's span never ended"
+        time.sleep(0.01)
+    call = _one(spans, "tools/call background")
+    work = _one(spans, "background work")
+    assert work.parent is not None and work.parent.span_id == call.context.span_id
+    client.get_task(created["taskId"])
+    assert _one(spans, "tasks/get").attributes is not None
