@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_SSE_POLL_AFTER": None,  # let a resumable stream's connection go after this many seconds
     "MCP_CACHE_TTL_MS": 60_000,  # 2026-07-28 caching hint: ttlMs of discover, list and read results
     "MCP_CACHE_SCOPE": "public",  # 2026-07-28 caching hint: cacheScope, "public" or "private"
-    # Authentication, rate limits, hardening (README "Authentication", "Deploying").
+    # Authentication, rate limits, hardening (docs/authentication.md, docs/deploying.md).
     "MCP_AUTH": False,  # require bearer tokens (and serve the protected-resource metadata)
     "MCP_TOKEN_VERIFIER": None,  # "presence", "introspection", "jwt", an object or a function
     "MCP_AUTH_SERVERS": (),  # authorization server issuer URLs, for the metadata document

@@ -6,7 +6,7 @@ other checks start it by this path:
 
     gunicorn -k gthread --threads 8 --keep-alive 5 -b 127.0.0.1:PORT tests.conformance.app:app
 
-(``--keep-alive 5``: see README, Deploying; the tasks-* scenarios poll tasks.)
+(``--keep-alive 5``: see docs/deploying.md; the tasks-* scenarios poll tasks.)
 """
 
 from __future__ import annotations
