@@ -9,7 +9,6 @@ import json
 import math
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -24,7 +23,8 @@ from pathlib import Path
 import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
-from conftest import REDIS_URL, FakeClock, read_only, unavailable
+from conftest import REDIS_URL, FakeClock, free_port, read_only, unavailable
+from redis_server import start_redis_server, stop_redis_server
 
 from flask_mcp.backends.cachelib import CachelibSessionStore
 from flask_mcp.backends.contracts import Backend, BackendUnavailable, BusNotSupported, MessageBus
@@ -1188,53 +1188,22 @@ def test_redis_at_a_closed_port_is_unavailable_quickly(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_redis_server(port: int, *options: str) -> subprocess.Popen[bytes]:
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *options],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return server
-        except OSError:
-            time.sleep(0.02)
-    server.kill()
-    server.wait(5)
-    raise RuntimeError(f"redis-server did not start on port {port}")
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    server.kill()
-    server.wait(5)
-
-
 def test_redis_requests_fail_while_the_server_is_down_and_recover_when_it_is_back(tmp_path: Path) -> None:
-    if shutil.which("redis-server") is None:
-        unavailable("redis-server is not installed (needed to stop and restart a private server)")
-    port = _free_port()
-    server = _start_redis_server(port)
+    port = free_port()
+    server = start_redis_server(port, why="needed to stop and restart a private server")
     backend = open_backend(f"redis://127.0.0.1:{port}/0", timeout=42, instance_path=str(tmp_path))
     try:
         session = full_session()
         backend.sessions.create(session)
         assert backend.sessions.get(session.id) is not None
 
-        _stop(server)
+        stop_redis_server(server)
         with pytest.raises(BackendUnavailable):
             backend.sessions.get(session.id)
         with pytest.raises(BackendUnavailable):
             backend.check()
 
-        server = _start_redis_server(port)
+        server = start_redis_server(port)
         backend.sessions.create(session)  # the same backend object reconnects by itself
         assert backend.sessions.get(session.id) is not None
         with backend.require_bus("test").subscribe(["back"]) as subscription:
@@ -1242,7 +1211,7 @@ def test_redis_requests_fail_while_the_server_is_down_and_recover_when_it_is_bac
             assert subscription.get(5) == ("back", {"ok": True})
     finally:
         backend.close()
-        _stop(server)
+        stop_redis_server(server)
 
 
 def test_sqlite_path_that_is_a_directory_is_unavailable(tmp_path: Path) -> None:
@@ -1332,10 +1301,8 @@ def test_a_cache_that_cannot_write_is_unavailable(tmp_path: Path) -> None:
 
 def test_redis_reads_refresh_the_ttl_on_a_server_without_getex() -> None:
     """Servers before Redis 6.2 (or with GETEX renamed away) get GET and PEXPIRE in a transaction."""
-    if shutil.which("redis-server") is None:
-        unavailable("redis-server is not installed (needed for a private server without GETEX)")
-    port = _free_port()
-    server = _start_redis_server(port, "--rename-command", "GETEX", "")
+    port = free_port()
+    server = start_redis_server(port, "--rename-command", "GETEX", "", why="needed for a private server without GETEX")
     client = redis.Redis(host="127.0.0.1", port=port)
     try:
         with pytest.raises(redis.exceptions.ResponseError, match="unknown command"):
@@ -1357,4 +1324,4 @@ def test_redis_reads_refresh_the_ttl_on_a_server_without_getex() -> None:
         assert store.get("unknown") is None
     finally:
         client.close()
-        _stop(server)
+        stop_redis_server(server)

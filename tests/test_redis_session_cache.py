@@ -4,59 +4,26 @@ a server that refuses tracking (no copies at all) and a restart."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 import redis
-from conftest import unavailable
+from conftest import free_port
+from redis_server import start_redis_server, stop_redis_server
 
 from flask_mcp.backends.contracts import Session
 from flask_mcp.backends.redis import RedisSessionStore
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(port: int, *options: str) -> subprocess.Popen[bytes]:
-    if shutil.which("redis-server") is None:
-        unavailable("redis-server is not installed (the session cache tests start their own)")
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *options],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1).ping()
-            return server
-        except redis.exceptions.RedisError:
-            time.sleep(0.02)
-    server.kill()
-    server.wait(5)
-    raise RuntimeError(f"redis-server did not start on port {port}")
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    server.kill()
-    server.wait(5)
-
-
 @pytest.fixture
 def server() -> Iterator[int]:
-    port = _free_port()
-    process = _start(port)
+    port = free_port()
+    process = start_redis_server(port, why="the session cache tests start their own")
     try:
         yield port
     finally:
-        _stop(process)
+        stop_redis_server(process)
 
 
 def _client(port: int, protocol: int) -> redis.Redis:
@@ -144,8 +111,8 @@ def test_a_change_made_behind_the_stores_back_is_seen_too(server: int, protocol:
 def test_without_client_tracking_every_read_goes_to_redis() -> None:
     """A server (or proxy) that refuses CLIENT TRACKING gets no copies: a copy
     nobody invalidates could answer for a deleted session."""
-    port = _free_port()
-    process = _start(port, "--rename-command", "CLIENT", "")
+    port = free_port()
+    process = start_redis_server(port, "--rename-command", "CLIENT", "")
     try:
         raw = _client(port, 2)
         store = RedisSessionStore(_client(port, 3), timeout=600)
@@ -168,13 +135,13 @@ def test_without_client_tracking_every_read_goes_to_redis() -> None:
         store.close()
         other.close()
     finally:
-        _stop(process)
+        stop_redis_server(process)
 
 
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_a_restarted_redis_without_persistence_loses_the_session_and_no_copy_answers_for_it(protocol: int) -> None:
-    port = _free_port()
-    process = _start(port)
+    port = free_port()
+    process = start_redis_server(port, why="the session cache tests start their own")
     store = RedisSessionStore(_client(port, protocol), timeout=600)
     try:
         session = _session()
@@ -182,8 +149,8 @@ def test_a_restarted_redis_without_persistence_loses_the_session_and_no_copy_ans
         store.create(session)
         _wait_live(store, "s4")
         assert store.get("s4") is not None
-        _stop(process)
-        process = _start(port)
+        stop_redis_server(process)
+        process = start_redis_server(port, why="the session cache tests start their own")
         gone = None
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -202,7 +169,7 @@ def test_a_restarted_redis_without_persistence_loses_the_session_and_no_copy_ans
         assert store.get("s5") is not None
     finally:
         store.close()
-        _stop(process)
+        stop_redis_server(process)
 
 
 def test_where_acls_forbid_client_tracking_nothing_is_kept(server: int) -> None:
