@@ -18,6 +18,7 @@ seconds after which a retry can succeed.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
@@ -28,6 +29,7 @@ from urllib.request import Request, urlopen
 
 from .auth import InvalidToken, VerifierUnavailable
 
+logger = logging.getLogger("flask_mcp")
 
 class JWKSCache:
     """The keys at ``url``, by key id, kept ``lifespan`` seconds; at most one
@@ -56,8 +58,8 @@ class JWKSCache:
         self._keys: dict[str | None, Any] = {}
         self._fetched_at: float | None = None
         self._attempted_at = -math.inf
-        #: Counts finished fetch attempts: a caller that waited for another's
-        #: fetch sees it changed and does not fetch again.
+        #: Counts successful fetches: a caller that waited for another's fetch
+        #: sees it changed and does not fetch again.
         self._generation = 0
         self._fetching = threading.Lock()
         #: How many times the JWKS was requested (for tests and metrics).
@@ -69,16 +71,26 @@ class JWKSCache:
         key = self._find(kid)
         if key is not None:
             return key
-        self._refresh(generation)
+        try:
+            self._refresh(generation)
+        except VerifierUnavailable:
+            # The set could not be fetched: a key it held is still the authorization
+            # server's last word, so a token it signed keeps working through the outage.
+            stale = self._find(kid, stale=True)
+            if stale is None:
+                raise
+            logger.warning("JWKS at %s unreachable: serving its previous keys", self.url)
+            return stale
         key = self._find(kid)
         if key is None:
             raise InvalidToken("The access token is not signed by a key the authorization server publishes.")
         return key
 
-    def _find(self, kid: str | None) -> Any:
-        """The key for ``kid`` in the current set, if the set is within its lifespan."""
+    def _find(self, kid: str | None, *, stale: bool = False) -> Any:
+        """The key for ``kid`` in the current set, if the set is within its
+        lifespan (or, with ``stale``, whatever its age)."""
         fetched_at = self._fetched_at
-        if fetched_at is None or self.clock() - fetched_at >= self.lifespan:
+        if fetched_at is None or (not stale and self.clock() - fetched_at >= self.lifespan):
             return None
         keys = self._keys
         if kid is None and len(keys) == 1:  # a token without kid, and one key to try
@@ -100,12 +112,13 @@ class JWKSCache:
                     retry_after=max(1, math.ceil(wait)),
                 )
             self._attempted_at = self.clock()
-            try:
-                keys = self._fetch()
-            finally:
-                self._generation += 1
+            keys = self._fetch()
+            # Only a fetch that succeeded is news for the callers waiting on this one:
+            # after a failure they find the interval not yet over and answer 503 too,
+            # rather than 401 for a key the server may well publish.
             self._keys = keys
             self._fetched_at = self.clock()
+            self._generation += 1
         finally:
             self._fetching.release()
 

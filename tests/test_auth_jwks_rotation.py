@@ -9,6 +9,7 @@ real RSA keys, the app through Flask's test client."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,8 @@ from flask import Flask
 from test_auth_jwt import ISSUER, RESOURCE, Signer, build_app
 
 from flask_mcp import MCP
+from flask_mcp.auth import InvalidToken, VerifierUnavailable
+from flask_mcp.jwks import JWKSCache
 from flask_mcp.verifiers import JWTVerifier
 
 DISCOVER_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -155,6 +158,43 @@ def test_an_unknown_key_while_the_jwks_is_unreachable_is_a_503_not_a_401(
     assert response.headers["Retry-After"] == "1"
     validate_message("2026-07-28", None, response.get_json())
     assert discover(app, old_key.token()).status_code == 200  # keys already known keep working
+
+
+def test_keys_past_their_lifespan_keep_working_while_the_jwks_is_unreachable(
+    jwks_server: AuthServer, old_key: Signer
+) -> None:
+    clock = FakeClock()
+    app, verifier = app_with_clock(jwks_server, clock)
+    assert discover(app, old_key.token()).status_code == 200
+    jwks_server.stop()
+    clock.advance(verifier.jwks.lifespan + 60)  # the cached set is due for a refresh that cannot happen
+
+    assert discover(app, old_key.token()).status_code == 200  # the last set the server published still counts
+
+
+def test_callers_waiting_on_a_fetch_that_fails_get_503_not_401(old_key: Signer) -> None:
+    """A second caller blocked behind a failing fetch must not read the failure
+    as "the key is not published" (a 401 makes the client drop a good token)."""
+    with socket.socket() as silent:  # accepts connections and never answers: the fetch times out
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        cache = JWKSCache(f"http://127.0.0.1:{silent.getsockname()[1]}/jwks", timeout=0.5)
+
+        def lookup() -> str:
+            try:
+                cache.signing_key("2026-new")
+            except VerifierUnavailable:
+                return "503"
+            except InvalidToken:
+                return "401"
+            return "200"
+
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(lookup)
+            time.sleep(0.1)  # the first caller is fetching; the second waits for it
+            second = pool.submit(lookup)
+            assert (first.result(), second.result()) == ("503", "503")
+    assert cache.fetches == 1
 
 
 @pytest.mark.parametrize("document", [["not", "a", "jwks"], {"keys": "nope"}, {"keys": []}, {"other": 1}],
