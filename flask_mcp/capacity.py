@@ -12,6 +12,7 @@ when neither is known (Flask's test client, other servers) streams are not limit
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -22,6 +23,8 @@ from .protocol import jsonrpc
 from .protocol.errors import InternalError
 from .protocol.jsonrpc import RequestId
 from .protocol.transport import Reply
+
+logger = logging.getLogger("flask_mcp")
 
 #: Seconds a refused stream's client is told to wait: streams free their
 #: threads within about a second of their clients leaving.
@@ -63,6 +66,8 @@ class StreamSlots:
         self._held = 0
         self._pid: int | None = None
         self._threads: int | None = None
+        #: Whether this process logged that it can take no stream at all.
+        self._told = False
 
     @property
     def threads(self) -> int | None:
@@ -97,7 +102,23 @@ class StreamSlots:
             self._held = max(0, self._held - 1)
 
     def refusal(self, request_id: RequestId | None) -> Reply:
-        """The ``503`` for a stream past the share: retry shortly."""
+        """The ``503`` for a stream past the share: retry shortly. A worker whose
+        share is no thread at all (gunicorn's sync worker) will never take one:
+        its refusal invites no retry, and says what to change."""
+        if self.limit == 0:
+            if not self._told:
+                self._told = True
+                logger.warning(
+                    "Long-lived MCP streams are refused: %s of %s thread(s) per worker is none; "
+                    "run gunicorn with -k gthread --threads N (or -k gevent), or raise MCP_STREAM_SHARE",
+                    f"MCP_STREAM_SHARE={self.share:g}", self.threads,
+                )
+            refused = InternalError(
+                f"This server takes no long-lived streams: its workers have {self.threads} thread(s) and "
+                f"MCP_STREAM_SHARE={self.share:g} leaves none for them (run gunicorn with "
+                f"-k gthread --threads N, or -k gevent)."
+            )
+            return Reply(503, jsonrpc.error_message(request_id, refused))
         error = InternalError(
             f"This worker already holds {self._held} long-lived streams, its share of {self.threads} threads "
             f"(MCP_STREAM_SHARE={self.share:g}); the rest are kept for other requests. "

@@ -169,6 +169,21 @@ def test_past_its_share_a_worker_refuses_new_listen_streams_with_503() -> None:
     assert app.extensions["mcp"].stream_slots.held == 0
 
 
+def test_a_worker_with_no_thread_to_spare_refuses_streams_without_inviting_a_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = listen_app(MCP_WORKER_THREADS=1)  # gunicorn's sync worker: half of one thread is none
+    with caplog.at_level("WARNING", logger="flask_mcp"):
+        refused = [open_listen(app, f"l{i}") for i in range(2)]
+    for response in refused:
+        assert response.status_code == 503
+        assert "Retry-After" not in response.headers  # retrying would be refused the same, forever
+        body = response.get_json()
+        assert body["error"]["code"] == -32603 and "--threads" in body["error"]["message"]
+    told = [r for r in caplog.records if "Long-lived MCP streams are refused" in r.getMessage()]
+    assert len(told) == 1  # said once per process, not once per request
+
+
 def test_without_a_known_thread_count_listen_streams_are_not_limited() -> None:
     app = listen_app()
     held = [open_listen(app, f"l{i}") for i in range(20)]
