@@ -14,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import free_port
 from flask import Flask
+from redis_server import start_redis_server, stop_redis_server
 
 from flask_mcp import MCP, Context
+from flask_mcp.backends import open_backend
+from flask_mcp.protocol.cancellation import Cancellations
 from flask_mcp.testing import MCPResponse, MCPTestClient
 
 LEGACY = "2025-11-25"
@@ -158,3 +162,31 @@ def test_a_cancelled_request_id_can_be_used_again_afterwards(shared: tuple[Flask
     runner.notify("notifications/cancelled", {"requestId": "again"})
     assert_no_answer(result())
     assert runner.call_tool("stubborn", {}, id="again").result["content"][0]["text"] == "done anyway"
+
+
+def test_cancellations_are_heard_again_once_a_failed_backend_is_back(tmp_path: Path) -> None:
+    """The per-process subscription is lost when Redis goes away under a call in
+    flight; the reader subscribes again by itself, without waiting for a new call."""
+    port = free_port()
+    server = start_redis_server(port, why="the test stops and restarts its own")
+    url = f"redis://127.0.0.1:{port}/0"
+    listening = open_backend(url, timeout=60, instance_path=str(tmp_path))
+    cancellations = Cancellations(listening.bus, interval=0.05)
+    try:
+        watch = cancellations.watch("session-1", "call-1")
+        stop_redis_server(server)
+        time.sleep(0.3)  # the reader finds the subscription broken and lets it go
+        server = start_redis_server(port, why="the test stops and restarts its own")
+        deadline = time.monotonic() + 5
+        sender = open_backend(url, timeout=60, instance_path=str(tmp_path))
+        try:
+            while not watch.is_cancelled() and time.monotonic() < deadline:
+                Cancellations(sender.bus).publish("session-1", "call-1")  # until the reader is back
+                time.sleep(0.1)
+        finally:
+            sender.close()
+        assert watch.is_cancelled(), "the cancellation was never heard after Redis came back"
+        watch.close()
+    finally:
+        stop_redis_server(server)
+        listening.close()

@@ -103,9 +103,12 @@ class Cancellations:
         with self._lock:
             if self._pid != _pid:  # forked: the parent's subscription and thread are not ours
                 self._watches, self._subscription, self._thread, self._pid = {}, None, None, _pid
-            if self._subscription is None:
-                # Before the call runs: a cancellation published from now on is delivered.
-                self._subscription = self.bus.subscribe([CANCELLATIONS_CHANNEL])
+            subscribed = self._subscription is not None
+        if not subscribed:
+            # Before the call runs: a cancellation published from now on is delivered.
+            # Outside the lock: a slow backend delays this call only, not every call.
+            self._subscribe()
+        with self._lock:
             self._watches.setdefault(watch._key, []).append(watch)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="flask-mcp-cancellations", daemon=True)
@@ -157,6 +160,19 @@ class Cancellations:
                 if not self._watches:
                     self._idle_since = time.monotonic()
 
+    def _subscribe(self) -> None:
+        """Subscribe to the channel unless another thread just did (then the
+        spare subscription is closed). Raises :class:`StoreUnavailable`."""
+        subscription: Subscription | None = self.bus.subscribe([CANCELLATIONS_CHANNEL])
+        with self._lock:
+            if self._subscription is None:
+                self._subscription, subscription = subscription, None
+        if subscription is not None:
+            try:
+                subscription.close()
+            except StoreUnavailable:
+                pass
+
     def _drop_subscription(self) -> None:
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
@@ -173,8 +189,13 @@ class Cancellations:
                 if self._thread is not threading.current_thread():
                     return  # replaced after a fork
                 idle = not self._watches and time.monotonic() - self._idle_since >= self.idle_close
-                if idle or self._subscription is None:
-                    if idle:
-                        self._drop_subscription()
+                if idle:
+                    self._drop_subscription()
                     self._thread = None
                     return
+                lost = self._subscription is None
+            if lost:  # the backend failed under the calls in flight: hear them again once it is back
+                try:
+                    self._subscribe()
+                except StoreUnavailable:
+                    pass
