@@ -15,6 +15,9 @@ from typing import Any
 from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from .protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
+from .protocol.task_methods import TASK_METHODS
+from .protocol.versions import REVISIONS
 from .telemetry_names import DURATION_BUCKETS, OPERATION_DURATION, SESSION_DURATION
 
 _SCOPE = "flask_mcp"
@@ -157,7 +160,7 @@ class Instruments:
             if span_context.is_valid:
                 trace_id = format(span_context.trace_id, "032x")
         if self.operation is not None:
-            self.operation.record(seconds, {key: value for key, value in attributes.items() if key in _METRIC_KEYS})
+            self.operation.record(seconds, _metric_attributes(attributes, error_type))
         return trace_id
 
     def session_ended(self, seconds: float, version: str) -> None:
@@ -180,3 +183,28 @@ _METRIC_KEYS = frozenset({
     "mcp.method.name", "mcp.protocol.version", "gen_ai.tool.name", "gen_ai.prompt.name", "gen_ai.operation.name",
     "error.type", "rpc.response.status_code", "network.transport", "network.protocol.name",
 })
+#: Outcomes whose method, tool or prompt name is the client's word only (never
+#: served, or refused before anything checked it): kept out of the metric's
+#: labels, or any client could mint new time series at will.
+_UNCHECKED_NAME = frozenset({"401", "403", "429", str(MethodNotFound.code), str(InvalidParams.code),
+                             str(InvalidRequest.code), str(ParseError.code)})
+#: What stands for such a name (the conventions' value for an unknown one).
+OTHER = "_OTHER"
+
+
+def _metric_attributes(attributes: dict[str, Any], error_type: str | None) -> dict[str, Any]:
+    """The span's attributes the operation histogram may carry: low cardinality,
+    so no ids or URIs, and no name a client made up."""
+    kept = {key: value for key, value in attributes.items() if key in _METRIC_KEYS}
+    if error_type in _UNCHECKED_NAME:
+        for key in ("gen_ai.tool.name", "gen_ai.prompt.name"):
+            if key in kept:
+                kept[key] = OTHER
+        if kept.get("mcp.method.name") not in _KNOWN_METHODS:
+            kept["mcp.method.name"] = OTHER
+    return kept
+
+
+#: Every method some revision or extension serves: a refused request keeps its
+#: method's name on the metric only when it is one of these.
+_KNOWN_METHODS = frozenset().union(*(revision.core_methods for revision in REVISIONS.values())) | TASK_METHODS

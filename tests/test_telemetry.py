@@ -240,6 +240,33 @@ def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, 
     assert len(spans.get_finished_spans()) == 1
 
 
+def test_names_a_client_made_up_stay_off_the_metric(
+    instance_folder: Any, make_client: MakeClient, reader: InMemoryMetricReader
+) -> None:
+    """Spans keep what was asked; the histogram's labels keep only names the
+    server knows, or every client could mint new time series at will."""
+    app = Flask("labels", instance_path=str(instance_folder))
+    app.config.update(TESTING=True, MCP_AUTH=True, MCP_TOKEN_VERIFIER="presence",
+                      MCP_RESOURCE_URL="http://localhost/mcp")
+    mcp = MCP(app)
+    _observe(app, reader)
+
+    @mcp.tool
+    def real() -> str:
+        return "r"
+
+    refused = make_client(app, "2026-07-28")
+    for name in ("made-up-1", "made-up-2"):
+        assert refused.call_tool(name).status_code == 401
+    allowed = make_client(app, "2026-07-28", headers={"Authorization": "Bearer any"})
+    assert allowed.call_tool("made-up-3").error is not None  # no such tool: -32602
+    assert allowed.call_tool("real").status_code == 200
+    labels = {tuple(p.attributes.get(key) for key in ("mcp.method.name", "gen_ai.tool.name", "error.type"))
+              for p in _operation_points(reader)}
+    assert {name for _, name, _ in labels} == {"_OTHER", "real"}, labels
+    assert ("tools/call", "_OTHER", "401") in labels and ("tools/call", "real", None) in labels
+
+
 def test_session_duration_on_delete(app: Flask, make_client: MakeClient, reader: InMemoryMetricReader) -> None:
     client = connect(make_client, app, "2025-11-25")
     assert client.delete().status_code == 200
