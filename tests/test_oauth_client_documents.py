@@ -132,3 +132,12 @@ def test_a_host_that_does_not_resolve_is_refused(app: Flask, browser: FlaskClien
     response = authorize(browser, site, site.add_client("gone", host="gone.test"))
     assert response.status_code == 400
     assert "'gone.test' does not resolve" in response.json["error_description"]
+
+
+def test_a_non_ascii_host_is_resolved_by_its_idna_name(app: Flask, browser: FlaskClient, site: ClientSite) -> None:
+    resolver = Resolver(["10.0.0.1"])
+    oauth_server(app).documents.resolve = resolver
+    response = authorize(browser, site, "https://bücher.example/clients/idn.json")
+    assert response.status_code == 400
+    assert resolver.calls == [("xn--bcher-kva.example", 443)]
+    assert "private or internal address (10.0.0.1)" in response.json["error_description"]
