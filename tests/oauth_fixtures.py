@@ -25,7 +25,7 @@ from cryptography.x509.oid import NameOID
 
 
 def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (its own CA): (certificate file, key file)."""
+    """A certificate for 127.0.0.1 and the name ``cimd.test`` (its own CA): (certificate file, key file)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
@@ -33,7 +33,8 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                    x509.DNSName("cimd.test")]),
                        critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
@@ -47,13 +48,15 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
 
 class ClientSite:
     """The client's own web site on https://127.0.0.1:PORT: ``/clients/<name>.json``
-    documents and ``/callback`` (records each query it receives)."""
+    documents and ``/callback`` (records each query it receives, and the Host
+    header of each document fetch)."""
 
     def __init__(self, directory: Path) -> None:
         self.cert_file, key_file = self_signed_certificate(directory)
         self.documents: dict[str, dict[str, Any]] = {}
         self.callbacks: list[dict[str, str]] = []
         self.fetches = 0
+        self.hosts: list[str | None] = []
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -65,6 +68,7 @@ class ClientSite:
                         "text/html"
                 elif path in site.documents:
                     site.fetches += 1
+                    site.hosts.append(self.headers.get("Host"))
                     body, kind = json.dumps(site.documents[path]).encode(), "application/json"
                 else:
                     self.send_error(404)
@@ -95,10 +99,11 @@ class ClientSite:
         self.httpd.server_close()
 
     def add_client(self, name: str, *, client_name: str | None = None,
-                   redirect_uris: list[str] | None = None) -> str:
-        """Publish a metadata document; its URL is the client_id."""
+                   redirect_uris: list[str] | None = None, host: str = "127.0.0.1") -> str:
+        """Publish a metadata document; its URL (on ``host``, which the test resolves to
+        this site) is the client_id."""
         path = f"/clients/{name}.json"
-        client_id = self.base + path
+        client_id = f"https://{host}:{self.httpd.server_address[1]}{path}"
         self.documents[path] = {
             "client_id": client_id,
             "client_name": client_name or name,

@@ -1,23 +1,31 @@
 """OAuth clients known by their Client ID Metadata Document: the ``client_id``
 is an HTTPS URL whose JSON document names the client and its redirect URIs.
 
-Documents are fetched with ``requests`` (bounded size and time, no
-redirects), cached, and never from a private, loopback, link-local or
-otherwise internal address: an authorization server must not become a way
-to probe the network it sits in (SSRF)."""
+Documents are fetched with urllib3 (bounded size and time, no redirects),
+cached, and never from a private, loopback, link-local or otherwise internal
+address: an authorization server must not become a way to probe the network
+it sits in (SSRF). The host is resolved once, every address is checked, and
+the connection goes to a checked address (TLS still verified for the host
+name): a second lookup at connect time would let a rebinding DNS server
+answer a public address to the check and an internal one to the connection."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 MAX_DOCUMENT_BYTES = 5 * 1024
+
+#: ``socket.getaddrinfo``'s shape: (host, port, proto=...) -> [(family, type, proto, canonname, sockaddr)].
+Resolver = Callable[..., Sequence[tuple[Any, ...]]]
 
 
 class ClientRejected(Exception):
@@ -59,34 +67,65 @@ class Client:
         return grant_type in ("authorization_code", "refresh_token")
 
 
-def _refuse_internal(host: str, port: int, allow_loopback: bool) -> None:
+def checked_addresses(host: str, port: int, allow_loopback: bool, resolve: Resolver = socket.getaddrinfo) -> list[str]:
+    """Resolve ``host`` once and return its addresses, refusing it if any of them is internal."""
     try:
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except OSError:
+        infos = resolve(host, port, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
         raise ClientRejected(f"The client_id host {host!r} does not resolve.") from None
+    addresses: list[str] = []
     for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if address.is_loopback and allow_loopback:
-            continue
-        if not address.is_global or address.is_multicast:
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if not (address.is_loopback and allow_loopback) and (not address.is_global or address.is_multicast):
             raise ClientRejected(
                 f"The client_id host {host!r} resolves to a private or internal address ({address}): refused."
             )
+        if str(address) not in addresses:
+            addresses.append(str(address))
+    if not addresses:
+        raise ClientRejected(f"The client_id host {host!r} does not resolve.")
+    return addresses
+
+
+def _ascii_host(host: str) -> str:
+    if host.isascii():
+        return host
+    import idna  # requests' own dependency: IDNA 2008 as requests encodes host names
+
+    try:
+        return str(idna.encode(host, uts46=True).decode("ascii"))
+    except idna.IDNAError:
+        raise ClientRejected(f"The client_id host {host!r} is not a valid host name.") from None
+
+
+def _ca_settings(verify: bool | str) -> dict[str, Any]:
+    """urllib3 trust settings for ``verify`` as requests reads it: a bundle file or directory, or
+    True for REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE if set, else certifi's bundle."""
+    if verify is False:
+        return {"cert_reqs": "CERT_NONE", "assert_hostname": False}
+    if verify is True:
+        import certifi
+
+        verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or certifi.where()
+    if os.path.isdir(verify):
+        return {"cert_reqs": "CERT_REQUIRED", "ca_cert_dir": verify}
+    return {"cert_reqs": "CERT_REQUIRED", "ca_certs": verify}
 
 
 class MetadataDocuments:
-    """Fetches and caches Client ID Metadata Documents."""
+    """Fetches and caches Client ID Metadata Documents.
+
+    ``resolve`` is how host names become addresses (``socket.getaddrinfo``);
+    it is called once per fetch and only the addresses it returned are
+    contacted."""
 
     def __init__(self, *, timeout: float = 5.0, cache_ttl: float = 300.0, allow_loopback: bool = False,
-                 verify: bool | str = True) -> None:
-        import requests
-
-        self._requests = requests
+                 verify: bool | str = True, resolve: Resolver = socket.getaddrinfo) -> None:
         self.timeout = timeout
         self.cache_ttl = cache_ttl
         self.allow_loopback = allow_loopback
         self.verify = verify
-        self._session = requests.Session()
+        self.resolve = resolve
         self._cache: dict[str, tuple[float, Client]] = {}
         self._lock = threading.Lock()
 
@@ -105,32 +144,71 @@ class MetadataDocuments:
 
     def _fetch(self, client_id: str) -> Client:
         parts = urlsplit(client_id)
-        if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment \
-                or parts.username or parts.password:
-            raise ClientRejected("The client_id must be an https URL with a path (a Client ID Metadata Document).")
-        _refuse_internal(parts.hostname, parts.port or 443, self.allow_loopback)
         try:
-            with self._session.get(client_id, timeout=(self.timeout, self.timeout), allow_redirects=False,
-                                   stream=True, verify=self.verify,
-                                   headers={"Accept": "application/json"}) as response:
-                if response.status_code != 200:
-                    raise ClientRejected(f"The client's metadata document answered HTTP {response.status_code}.")
-                body = b""
-                deadline = time.monotonic() + self.timeout
-                for chunk in response.iter_content(1024):
-                    body += chunk
-                    if len(body) > MAX_DOCUMENT_BYTES:
-                        raise ClientRejected(f"The client's metadata document is over {MAX_DOCUMENT_BYTES} bytes.")
-                    if time.monotonic() > deadline:
-                        raise ClientRejected("The client's metadata document took too long to arrive.")
-        except self._requests.RequestException as exc:
-            raise ClientRejected(f"The client's metadata document could not be fetched ({type(exc).__name__}).") \
-                from None
+            port = parts.port or 443
+        except ValueError:
+            port = 0
+        if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment \
+                or parts.username or parts.password or not port:
+            raise ClientRejected("The client_id must be an https URL with a path (a Client ID Metadata Document).")
+        host = _ascii_host(parts.hostname)
+        addresses = checked_addresses(host, port, self.allow_loopback, self.resolve)
+        name = f"[{host}]" if ":" in host else host
+        headers = {"Host": name if port == 443 else f"{name}:{port}", "Accept": "application/json"}
+        target = quote(parts.path + (f"?{parts.query}" if parts.query else ""), safe="!#$%&'()*+,/:;=?@[]~")
+        body = self._download(addresses, port, host, target, headers)
         try:
             document = json.loads(body)
         except ValueError:
             raise ClientRejected("The client's metadata document is not JSON.") from None
         return client_from_document(client_id, document)
+
+    def _download(self, addresses: list[str], port: int, host: str, target: str, headers: dict[str, str]) -> bytes:
+        """GET ``target`` from the first checked address that answers, TLS verified for ``host``."""
+        import urllib3
+
+        failure: Exception | None = None
+        for address in addresses:
+            pool = urllib3.HTTPSConnectionPool(
+                address, port, maxsize=1, retries=False, timeout=urllib3.Timeout(connect=self.timeout,
+                                                                                   read=self.timeout),
+                server_hostname=host, assert_hostname=host, **_ca_settings(self.verify))
+            try:
+                response = pool.urlopen("GET", target, headers=headers, redirect=False, preload_content=False,
+                                        assert_same_host=False)
+            except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as exc:
+                failure = exc  # this address does not answer: try the next checked one, as a client would
+                pool.close()
+                continue
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                pool.close()
+                raise _unfetchable(exc) from None
+            try:
+                return _read_capped(response, self.timeout)
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                raise _unfetchable(exc) from None
+            finally:
+                response.release_conn()
+                pool.close()
+        raise _unfetchable(failure) from None
+
+
+def _unfetchable(exc: Exception | None) -> ClientRejected:
+    return ClientRejected(f"The client's metadata document could not be fetched ({type(exc).__name__}).")
+
+
+def _read_capped(response: Any, timeout: float) -> bytes:
+    if response.status != 200:
+        raise ClientRejected(f"The client's metadata document answered HTTP {response.status}.")
+    body = b""
+    deadline = time.monotonic() + timeout
+    for chunk in response.stream(1024):
+        body += chunk
+        if len(body) > MAX_DOCUMENT_BYTES:
+            raise ClientRejected(f"The client's metadata document is over {MAX_DOCUMENT_BYTES} bytes.")
+        if time.monotonic() > deadline:
+            raise ClientRejected("The client's metadata document took too long to arrive.")
+    return body
 
 
 def client_from_document(client_id: str, document: Any) -> Client:
