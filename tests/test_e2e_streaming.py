@@ -362,7 +362,10 @@ def pin(cluster: Cluster, wanted: Callable[[int], bool], what: str) -> PinnedCon
     opened a few at a time, all before the first request (so that both workers
     may accept some); the others are closed."""
     seen: list[int] = []
-    for _ in range(10):
+    for attempt in range(20):
+        # A pause between batches: a worker that is busy (or starved of CPU on a loaded
+        # machine) accepts nothing until it runs again, and the other takes every connection.
+        time.sleep(0.05 * attempt)
         batch = [http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=TIMEOUT) for _ in range(4)]
         chosen = None
         try:
@@ -380,7 +383,7 @@ def pin(cluster: Cluster, wanted: Callable[[int], bool], what: str) -> PinnedCon
                     connection.close()
         if chosen is not None:
             return chosen
-    raise AssertionError(f"no new connection reached {what} in 40 attempts (workers seen: {seen})")
+    raise AssertionError(f"no new connection reached {what} in 80 attempts (workers seen: {seen})")
 
 
 def wait_for_marker(path: Path, until: float) -> dict[str, Any]:
