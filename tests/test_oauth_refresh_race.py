@@ -9,13 +9,17 @@ import threading
 import time
 from typing import Any
 
+import test_oauth
 from flask import Flask
 from flask.testing import FlaskClient
 from oauth_fixtures import ClientSite
-from test_oauth import RESOURCE, app, browser, call, exchange, get_code, site  # noqa: F401 - fixtures
+from test_oauth import RESOURCE, call, exchange, get_code
 
 from flask_mcp.auth import token_hash
 from flask_mcp.oauth import TokenRecord, oauth_server
+
+# The OAuth tests' fixtures: the example app on SQLite and on Redis, a signed-in browser, the client's site.
+app, browser, site = test_oauth.app, test_oauth.browser, test_oauth.site
 
 
 def _first_tokens(browser: FlaskClient, site: ClientSite) -> tuple[str, dict[str, Any]]:
