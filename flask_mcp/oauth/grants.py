@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from authlib.oauth2.rfc6749 import grants
-from authlib.oauth2.rfc6749.errors import InvalidRequestError, InvalidScopeError, OAuth2Error
+from authlib.oauth2.rfc6749.errors import InvalidGrantError, InvalidRequestError, InvalidScopeError, OAuth2Error
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 
@@ -161,21 +161,39 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
         if record is None or record.revoked:
             return None
         if record.rotated:
-            logger.warning("OAuth: a rotated refresh token of client %s was used again; revoking its family",
-                           record.client_id)
-            self.store.revoke_family(record.family)
+            self._reused(record)
             return None
         if record.refresh_expires_at <= time.time():
             return None
         check_resource(self.request.payload.datalist.get("resource", []), record.resource)
         return _Token(record)
 
+    def validate_token_request(self) -> None:
+        """After authlib's checks (client, scope), claim the refresh token in
+        one atomic store operation: of two requests racing with the same token
+        only one wins; the other is reuse, and revokes the family."""
+        super().validate_token_request()
+        record: TokenRecord = self.request.refresh_token.record
+        if record.refresh_hash is None or not self.store.claim_rotation(record.refresh_hash):
+            self._reused(record)
+            raise InvalidGrantError()
+
+    def _reused(self, record: TokenRecord) -> None:
+        logger.warning("OAuth: a rotated refresh token of client %s was used again; revoking its family",
+                       record.client_id)
+        self.store.revoke_family(record.family)
+
     def authenticate_user(self, refresh_token: _Token) -> str:
         return refresh_token.record.user_id
 
     def revoke_old_credential(self, refresh_token: _Token) -> None:
-        if refresh_token.record.refresh_hash:
-            self.store.mark_rotated(refresh_token.record.refresh_hash)
+        """Already rotated (claimed before any token was issued). But a racing
+        reuse may have revoked the family before the new pair was saved: then
+        revoke it again, so the new pair goes with it."""
+        old = refresh_token.record
+        current = self.store.token_by_refresh(old.refresh_hash) if old.refresh_hash else None
+        if current is None or current.revoked:
+            self.store.revoke_family(old.family)
 
 
 class Revocation(RevocationEndpoint):  # type: ignore[misc]

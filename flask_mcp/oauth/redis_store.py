@@ -12,6 +12,16 @@ from typing import Any
 
 from .store import CodeRecord, Connection, TokenRecord
 
+#: Set a flag of a token hash from 0 to 1; 1 only for the caller that changed it.
+#: A hash that expired is left absent (never recreated holding just the flag).
+_RAISE_FLAG = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == '0' then
+    redis.call('HSET', KEYS[1], ARGV[1], '1')
+    return 1
+end
+return 0
+"""
+
 
 class RedisOAuthStore:
     """Codes and tokens in Redis, under ``prefix``."""
@@ -19,6 +29,7 @@ class RedisOAuthStore:
     def __init__(self, client: Any, prefix: str = "flask-mcp:oauth:") -> None:
         self.redis = client
         self.prefix = prefix
+        self._raise_flag = client.register_script(_RAISE_FLAG)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "flask-mcp:oauth:") -> RedisOAuthStore:
@@ -61,7 +72,7 @@ class RedisOAuthStore:
 
     def _load(self, access_hash: str) -> tuple[TokenRecord, str] | None:
         fields = self.redis.hgetall(self._key("token", access_hash))
-        if not fields:
+        if b"record" not in fields:  # gone, or (written by an older version) only a flag left
             return None
         record = TokenRecord(**json.loads(fields[b"record"]))
         record = replace(record, revoked=fields[b"revoked"] == b"1", rotated=fields[b"rotated"] == b"1")
@@ -76,20 +87,23 @@ class RedisOAuthStore:
         return self.token_by_access(access_hash.decode()) if access_hash else None
 
     def _flag(self, access_hashes: Any, flag: str) -> int:
+        """Raise ``flag`` on each token still stored; how many this call changed."""
         changed = 0
         for access_hash in access_hashes:
             key = self._key("token", access_hash.decode() if isinstance(access_hash, bytes) else access_hash)
-            if self.redis.exists(key) and self.redis.hset(key, flag, 1) == 0:
-                changed += 1
+            changed += int(self._raise_flag(keys=[key], args=[flag]))
         return changed
 
-    def mark_rotated(self, refresh_hash: str) -> None:
+    def claim_rotation(self, refresh_hash: str) -> bool:
+        # The refresh -> access index never changes, so only the flag needs the atomic step.
         access_hash = self.redis.get(self._key("refresh", refresh_hash))
-        if access_hash:
-            self._flag([access_hash], "rotated")
+        return bool(access_hash) and self._flag([access_hash], "rotated") == 1
 
     def revoke_family(self, family: str) -> None:
-        self._flag(self.redis.smembers(self._key("family", family)), "revoked")
+        # A second look catches a token saved into the family while the first pass ran.
+        first = self.redis.smembers(self._key("family", family))
+        self._flag(first, "revoked")
+        self._flag(self.redis.smembers(self._key("family", family)) - first, "revoked")
 
     def connections(self, user_id: str) -> list[Connection]:
         now = time.time()

@@ -89,8 +89,12 @@ class SQLiteOAuthStore:
     def token_by_refresh(self, refresh_hash: str) -> TokenRecord | None:
         return self._token("refresh_hash", refresh_hash)
 
-    def mark_rotated(self, refresh_hash: str) -> None:
-        self._db().execute("UPDATE oauth_tokens SET rotated = 1 WHERE refresh_hash = ?", (refresh_hash,))
+    def claim_rotation(self, refresh_hash: str) -> bool:
+        # One conditional UPDATE (its own transaction): the row count says who won.
+        cursor = self._db().execute(
+            "UPDATE oauth_tokens SET rotated = 1 WHERE refresh_hash = ? AND rotated = 0 AND revoked = 0",
+            (refresh_hash,))
+        return cursor.rowcount == 1
 
     def revoke_family(self, family: str) -> None:
         self._db().execute("UPDATE oauth_tokens SET revoked = 1 WHERE family = ?", (family,))
