@@ -43,7 +43,15 @@ _SLOTS = 1024
 #: Words in an error of ``CLIENT ID`` / ``CLIENT TRACKING`` that mean the
 #: server (or a proxy in front of it) will never allow tracking; any other
 #: error (a dead redirect target, ``LOADING``, a failover) is passing.
-_REFUSALS = ("unknown command", "unknown subcommand", "noperm", "not allowed", "unsupported", "not supported", "disabled")
+_REFUSALS = (
+    "unknown command",
+    "unknown subcommand",
+    "noperm",
+    "not allowed",
+    "unsupported",
+    "not supported",
+    "disabled",
+)
 
 
 class _Refused(Exception):
