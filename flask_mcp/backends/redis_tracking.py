@@ -215,9 +215,12 @@ class TrackedCache:
             self._expect_ok(connection.read_response(timeout=self.io_timeout))
         except redis.exceptions.ResponseError as exc:
             refused = _refusal(exc)
-            if refused is not None:
-                connection.disconnect()
-                raise refused from exc
+            if refused is None:
+                raise  # passing (redis-py closes the socket)
+            connection.disconnect()
+            raise refused from exc
+        except _Refused:
+            connection.disconnect()
             raise
         connection.flask_mcp_tracking = generation
 
