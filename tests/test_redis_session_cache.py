@@ -219,3 +219,102 @@ def test_a_worker_is_told_only_about_the_sessions_it_read(server: int) -> None:
     finally:
         reader.close()
         writer.close()
+
+
+def _read_connection_ids(admin: redis.Redis, store: RedisSessionStore) -> list[int]:
+    """Server-side ids of the store's tracked read connections (tracking on, redirected)."""
+    listener = store._copies._listener_id
+    return [
+        int(client["id"])
+        for client in admin.client_list()
+        if "t" in client["flags"] and int(client["id"]) != listener and int(client.get("redir", -1)) == listener
+    ]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_read_connection_killed_by_the_server_is_tracked_again_before_its_reads_are_kept(
+    server: int, protocol: int
+) -> None:
+    """redis-py reconnects a read connection the server closed (idle timeout,
+    CLIENT KILL, a load balancer) without telling anyone: the new socket must be
+    tracked before anything read over it is kept, and copies read over the old
+    one (Redis no longer reports on them) are dropped."""
+    admin = _client(server, 2)
+    here = RedisSessionStore(_client(server, protocol), timeout=600)
+    there = RedisSessionStore(_client(server, protocol), timeout=600)
+    here.cache_max_age = 600.0  # only an invalidation can make a copy go away
+    try:
+        for name in ("k1", "k2"):
+            session = _session(name=name)
+            session.id = name
+            there.create(session)
+        _wait_live(here, "k1")
+        _until(lambda: here.get("k1") is not None and here._copies.get(here.key_prefix + "k1") is not None)
+        assert here.get("k2") is not None  # the first read refreshes the TTL (not kept)
+        assert here._copies.get(here.key_prefix + "k2") is None
+        killed = _read_connection_ids(admin, here)
+        assert killed
+        for client_id in killed:
+            admin.execute_command("CLIENT", "KILL", "ID", client_id)
+        assert here.get("k2") is not None  # read over a silently reconnected socket
+        assert here._copies.get(here.key_prefix + "k2") is not None  # ...and kept
+
+        assert there.delete("k2")
+        _until(lambda: here.get("k2") is None, seconds=2.0)
+        assert there.delete("k1")  # read over the killed socket: nobody reports this
+        assert here.get("k1") is None
+        assert set(_read_connection_ids(admin, here)) - set(killed)  # tracked again
+    finally:
+        here.close()
+        there.close()
+
+
+def test_an_error_answering_a_get_leaves_the_cache_on(server: int) -> None:
+    """A READONLY (failover), LOADING or WRONGTYPE answer to a GET is that read's
+    error, not the server refusing tracking."""
+    admin = _client(server, 2)
+    store = RedisSessionStore(_client(server, 2), timeout=600)
+    try:
+        session = _session()
+        session.id = "ok"
+        store.create(session)
+        _wait_live(store, "ok")
+        wrong = _session()
+        wrong.id = "wrong"
+        store.create(wrong)
+        assert store.get("wrong") is not None  # refreshed: the next read is a tracked one
+        admin.delete(store.key_prefix + "wrong")
+        admin.lpush(store.key_prefix + "wrong", "x")  # a GET of it answers WRONGTYPE
+        _until(lambda: store._copies.get(store.key_prefix + "wrong") is None)
+        with pytest.raises(Exception, match="WRONGTYPE|wrong kind|unavailable"):
+            store.get("wrong")
+        assert store._copies.refused is None
+        assert store._copies.live
+        assert store.get("ok") is not None
+        before = _gets(admin)
+        assert store.get("ok") is not None
+        assert _gets(admin) == before  # still answered from the copy
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_killed_invalidation_connection_pauses_the_cache_and_never_turns_it_off(server: int, protocol: int) -> None:
+    """Reads racing the listener's death must not redirect tracking to its dead
+    id (which Redis answers with an error that is not a refusal)."""
+    admin = _client(server, 2)
+    store = RedisSessionStore(_client(server, protocol), timeout=600)
+    try:
+        session = _session()
+        session.id = "l1"
+        store.create(session)
+        _wait_live(store, "l1")
+        listener = store._copies._listener_id
+        assert listener is not None
+        admin.execute_command("CLIENT", "KILL", "ID", listener)
+        _until(lambda: store.get("l1") is not None and store._copies._listener_id != listener, seconds=10)
+        _until(lambda: store.get("l1") is not None and store._copies.live, seconds=10)
+        assert store._copies.refused is None
+        assert store._copies._listener_id not in (None, listener)
+    finally:
+        store.close()

@@ -40,6 +40,31 @@ RECONNECT_DELAY = 1.0
 _SLOTS = 1024
 
 
+#: Words in an error of ``CLIENT ID`` / ``CLIENT TRACKING`` that mean the
+#: server (or a proxy in front of it) will never allow tracking; any other
+#: error (a dead redirect target, ``LOADING``, a failover) is passing.
+_REFUSALS = (
+    "unknown command",
+    "unknown subcommand",
+    "noperm",
+    "not allowed",
+    "unsupported",
+    "not supported",
+    "disabled",
+)
+
+
+class _Refused(Exception):
+    """Tracking is unsupported or forbidden here: no cache for this process."""
+
+
+def _refusal(exc: redis.exceptions.ResponseError) -> _Refused | None:
+    text = str(exc)
+    if isinstance(exc, redis.exceptions.NoPermissionError) or any(word in text.lower() for word in _REFUSALS):
+        return _Refused(text)
+    return None
+
+
 #: What :meth:`TrackedCache.read` answers when it could not read through a
 #: tracked connection (the caller then reads the usual way).
 MISSING: Any = object()
@@ -68,6 +93,11 @@ class TrackedCache:
         # Tracked reads speak RESP2 whatever the app's client does: over RESP3
         # a broken redirection would arrive as a push in the middle of a reply.
         kwargs["protocol"] = 2
+        # Tracking belongs to the socket, so it is switched on as part of every
+        # (re)connect, including the silent ones redis-py makes after the
+        # server closed an idle socket.
+        self._app_connect_func = kwargs.pop("redis_connect_func", None)
+        kwargs["redis_connect_func"] = self._on_read_connect
         self._read_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
         self._lock = threading.Lock()
         self._values: dict[str, Any] = {}
@@ -99,18 +129,29 @@ class TrackedCache:
         generation = self._generation
         if not self.live or self._pid != os.getpid() or self._listener_id is None:
             return MISSING
-        connection: Any = self._read_pool.get_connection()
+        try:
+            connection: Any = self._read_pool.get_connection()
+        except _Refused as exc:
+            self._refuse(str(exc))
+            return MISSING
+        except redis.exceptions.ResponseError:
+            return MISSING  # tracking could not be switched on now (e.g. the listener just died)
         try:
             if getattr(connection, "flask_mcp_tracking", None) != generation:
+                # Redirected to an older listener (or not at all): connect anew.
                 connection.disconnect()
-                self._track(connection)
+                connection.connect()
                 if connection.flask_mcp_tracking != generation:
                     return MISSING
             ticket = self._epoch_and_slot(key)
             connection.send_command("GET", key)
             value = connection.read_response()
-        except redis.exceptions.ResponseError as exc:
+        except _Refused as exc:
             self._refuse(str(exc))
+            return MISSING
+        except redis.exceptions.ResponseError:
+            # READONLY during a failover, LOADING, WRONGTYPE...: the caller's own
+            # GET reports it; the cache stays on.
             return MISSING
         except BaseException:
             connection.disconnect()
@@ -152,15 +193,35 @@ class TrackedCache:
     def _epoch_and_slot(self, key: str) -> tuple[int, int]:
         return self._generation, self._slots[self._slot(key)]
 
-    def _track(self, connection: Any) -> None:
-        """Connect ``connection`` with its tracking redirected to the listener."""
-        generation, listener = self._generation, self._listener_id
+    def _on_read_connect(self, connection: Any) -> None:
+        """Run by redis-py on every (re)connect of a read connection: redirect
+        its tracking to the listener and mark the connection with the listener
+        generation it is tracked for (no mark: not tracked)."""
+        if getattr(connection, "flask_mcp_tracking", None) is not None:
+            # Reconnecting: Redis stops reporting on the keys read over the old
+            # socket, so copies of them can no longer be trusted.
+            self._drop_copies()
         connection.flask_mcp_tracking = None
+        if self._app_connect_func is not None:
+            self._app_connect_func(connection)
+        else:
+            connection.on_connect()
+        with self._lock:
+            generation, listener = self._generation, self._listener_id
         if listener is None:
             return
-        connection.connect()
         connection.send_command("CLIENT", "TRACKING", "ON", "REDIRECT", listener)
-        self._expect_ok(connection.read_response(timeout=self.io_timeout))
+        try:
+            self._expect_ok(connection.read_response(timeout=self.io_timeout))
+        except redis.exceptions.ResponseError as exc:
+            refused = _refusal(exc)
+            if refused is None:
+                raise  # passing (redis-py closes the socket)
+            connection.disconnect()
+            raise refused from exc
+        except _Refused:
+            connection.disconnect()
+            raise
         connection.flask_mcp_tracking = generation
 
     def _refuse(self, reason: str) -> None:
@@ -175,6 +236,14 @@ class TrackedCache:
             self.live = False
             self._values.clear()
             self._generation += 1
+            # A read between now and the next listener must not redirect to a dead id.
+            self._listener_id = None
+
+    def _drop_copies(self) -> None:
+        """Drop every copy and void reads in flight, tracked connections stay as they are."""
+        with self._lock:
+            self._values.clear()
+            self._slots = [count + 1 for count in self._slots]
 
     def _start(self) -> None:
         """Start the listener in this process (once; again in a forked child)."""
@@ -198,7 +267,7 @@ class TrackedCache:
         while not self._stopping and self._pid == os.getpid():
             try:
                 self._listen()
-            except redis.exceptions.ResponseError as exc:
+            except _Refused as exc:
                 self._refuse(str(exc))
             except Exception as exc:  # noqa: BLE001 - any fault: no copies until reconnected
                 self._drop_all()
@@ -217,13 +286,11 @@ class TrackedCache:
         if str(getattr(connection, "protocol", 2)) == "3":
             parser = getattr(connection, "_parser", None)
             if parser is None or not hasattr(parser, "set_invalidation_push_handler"):
-                raise redis.exceptions.ResponseError("this redis-py cannot read RESP3 invalidations")
+                raise _Refused("this redis-py cannot read RESP3 invalidations")
             parser.set_invalidation_push_handler(lambda message: message)
-            connection.send_command("CLIENT", "ID")
-            own_id = int(connection.read_response(timeout=self.io_timeout))
+            own_id = self._client_id(connection)
         else:
-            connection.send_command("CLIENT", "ID")
-            own_id = int(connection.read_response(timeout=self.io_timeout))
+            own_id = self._client_id(connection)
             connection.send_command("SUBSCRIBE", "__redis__:invalidate")
             connection.read_response(timeout=self.io_timeout)
         # Copies from before this connection may have missed reports, and
@@ -250,10 +317,23 @@ class TrackedCache:
                 connection.send_command("PING")
                 pinged_at, awaiting_pong = now, True
 
+    def _client_id(self, connection: Any) -> int:
+        connection.send_command("CLIENT", "ID")
+        try:
+            answer = connection.read_response(timeout=self.io_timeout)
+        except redis.exceptions.ResponseError as exc:
+            refused = _refusal(exc)
+            if refused is not None:
+                raise refused from exc
+            raise
+        if not isinstance(answer, int):
+            raise _Refused(f"CLIENT ID answered {answer!r}")
+        return answer
+
     @staticmethod
     def _expect_ok(answer: Any) -> None:
         if _text(answer) != "OK":
-            raise redis.exceptions.ResponseError(f"CLIENT TRACKING answered {answer!r}")
+            raise _Refused(f"CLIENT TRACKING answered {answer!r}")
 
     @staticmethod
     def _is_pong(message: Any) -> bool:
