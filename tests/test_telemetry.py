@@ -214,18 +214,20 @@ def test_http_traceparent_when_meta_has_none(app: Flask, make_client: MakeClient
     assert format(span.context.trace_id, "032x") == TRACE_ID
 
 
-def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, spans: InMemorySpanExporter,
-                                reader: InMemoryMetricReader) -> None:
+def _app_with_auth(instance_folder: Any, reader: InMemoryMetricReader, tool: str) -> Flask:
+    """An observed app that wants a bearer token (any will do) and has one tool, ``tool``."""
     app = Flask("refusing", instance_path=str(instance_folder))
     app.config.update(TESTING=True, MCP_AUTH=True, MCP_TOKEN_VERIFIER="presence",
                       MCP_RESOURCE_URL="http://localhost/mcp")
     mcp = MCP(app)
     _observe(app, reader)
+    mcp.add_tool(lambda: "s", name=tool)
+    return app
 
-    @mcp.tool
-    def secret() -> str:
-        return "s"
 
+def test_refused_call_has_a_span(instance_folder: Any, make_client: MakeClient, spans: InMemorySpanExporter,
+                                reader: InMemoryMetricReader) -> None:
+    app = _app_with_auth(instance_folder, reader, "secret")
     client = make_client(app, "2026-07-28")
     response = client.call_tool("secret")
     assert response.status_code == 401
@@ -245,16 +247,7 @@ def test_names_a_client_made_up_stay_off_the_metric(
 ) -> None:
     """Spans keep what was asked; the histogram's labels keep only names the
     server knows, or every client could mint new time series at will."""
-    app = Flask("labels", instance_path=str(instance_folder))
-    app.config.update(TESTING=True, MCP_AUTH=True, MCP_TOKEN_VERIFIER="presence",
-                      MCP_RESOURCE_URL="http://localhost/mcp")
-    mcp = MCP(app)
-    _observe(app, reader)
-
-    @mcp.tool
-    def real() -> str:
-        return "r"
-
+    app = _app_with_auth(instance_folder, reader, "real")
     refused = make_client(app, "2026-07-28")
     for name in ("made-up-1", "made-up-2"):
         assert refused.call_tool(name).status_code == 401
