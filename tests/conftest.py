@@ -293,6 +293,20 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def wait_for_health(process: subprocess.Popen[bytes], port: int, log: Path, *, within: float) -> requests.Response:
+    """The first answer of ``/mcp/health`` from a server just started as
+    ``process`` on ``port``; fails with its ``log`` if it exits or is still
+    silent after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        assert process.poll() is None, log.read_text()
+        try:
+            return requests.get(f"http://127.0.0.1:{port}/mcp/health", timeout=2)
+        except requests.RequestException:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+
+
 def backend_uri(backend: str, folder: Path) -> str:
     """``MCP_BACKEND`` for a real server: a fresh SQLite file in ``folder``, or
     the shared Redis (checked reachable first)."""

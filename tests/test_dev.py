@@ -10,8 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-import requests
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, wait_for_health
 
 
 def listening(port: int) -> bool:
@@ -28,15 +27,7 @@ def test_sigterm_to_dev_py_example_leaves_nothing_listening(tmp_path: Path) -> N
         process = subprocess.Popen([sys.executable, "dev.py", "example", "--port", str(port)], cwd=ROOT,
                                    stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                health = requests.get(f"http://127.0.0.1:{port}/mcp/health", timeout=2)
-                break
-            except requests.RequestException:
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.3)
+        health = wait_for_health(process, port, log, within=300)
         assert health.status_code == 200 and health.json()["server"] == "bookshop"
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)

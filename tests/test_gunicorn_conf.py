@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import requests
-from conftest import free_port
+from conftest import free_port, wait_for_health
 
 APP = '''
 import gc
@@ -38,15 +37,7 @@ def test_gunicorn_runs_an_app_with_the_packaged_settings(tmp_path: Path) -> None
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                health = requests.get(f"http://127.0.0.1:{port}/mcp/health", timeout=1)
-                break
-            except requests.RequestException:
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
+        health = wait_for_health(process, port, log, within=60)
         assert health.status_code == 200 and health.json()["status"] == "ok"
         # post_worker_init froze the loaded app out of the collector's reach.
         assert json.loads(requests.get(f"http://127.0.0.1:{port}/frozen", timeout=5).text)["objects"] > 1000

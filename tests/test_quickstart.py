@@ -10,12 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import requests
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, wait_for_health
 from mcp import Client
 from test_docs import PYTHON_BLOCKS
 
@@ -33,16 +31,9 @@ def serve(command: list[str], folder: Path, port: int) -> subprocess.Popen[bytes
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLASK_MCP_")}
     with (folder / "server.log").open("wb") as log:
         process = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, (folder / "server.log").read_text()
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/mcp/health", timeout=2).json()["status"] == "ok":
-                return process
-        except (requests.RequestException, ValueError):
-            pass
-        assert time.monotonic() < deadline, (folder / "server.log").read_text()
-        time.sleep(0.2)
+    health = wait_for_health(process, port, folder / "server.log", within=60)
+    assert health.json()["status"] == "ok", health.text
+    return process
 
 
 def add_with_the_official_client(url: str, mode: str) -> object:
