@@ -14,14 +14,14 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 import redis
-from conftest import REDIS_URL, FakeClock, unavailable
+from conftest import FakeClock, shared_redis
 from flask import Flask
 from pydantic import BaseModel, Field
 
 from flask_mcp import MCP, Context, Text, ToolError, ToolResult
 from flask_mcp.auth import Principal
 from flask_mcp.backends.contracts import Backend
-from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, RedisTaskStore, client_from_url
+from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, RedisTaskStore
 
 VIEW = """<!doctype html>
 <html><head><meta charset="utf-8"><title>counter</title></head>
@@ -161,12 +161,7 @@ def runner_for(app: Flask) -> Callable[..., Any]:
 @contextmanager
 def redis_test_backend() -> Iterator[tuple[Backend, redis.Redis, str]]:
     """A real Redis backend under keys (and channels) of its own, deleted afterwards."""
-    client = client_from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        client.close()
-        unavailable(f"Redis at {REDIS_URL} is unreachable ({exc})")
+    client = shared_redis()
     prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
     backend = Backend(
         sessions=RedisSessionStore(client, timeout=3600, key_prefix=prefix + "session:", clock=FakeClock()),

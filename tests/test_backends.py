@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
-from conftest import REDIS_URL, FakeClock, free_port, read_only, unavailable
+from conftest import REDIS_URL, FakeClock, free_port, read_only, shared_redis
 from redis_server import start_redis_server, stop_redis_server
 
 from flask_mcp.backends.cachelib import CachelibSessionStore
 from flask_mcp.backends.contracts import Backend, BackendUnavailable, BusNotSupported, MessageBus
 from flask_mcp.backends.memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore, _copy
-from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore, client_from_url
+from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore
 from flask_mcp.backends.registry import open_backend
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 from flask_mcp.protocol.events import EventLog
@@ -69,17 +69,6 @@ class Case:
     def events(self) -> EventLog:
         assert self.backend.events is not None
         return self.backend.events
-
-
-def _redis_or_skip() -> redis.Redis:
-    """The real server; unreachable is a skip on a laptop and a failure in CI."""
-    client = client_from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        client.close()
-        unavailable(f"Redis at {REDIS_URL} is unreachable ({exc}); start redis-server or set MCP_TEST_REDIS_URL")
-    return client
 
 
 def _redis_setup(prefix: str) -> str:
@@ -129,7 +118,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
         )
         yield Case(name, backend, clock, setup)
     elif name == "redis":
-        client = _redis_or_skip()
+        client = shared_redis()
         prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
         backend = Backend(
             RedisSessionStore(client, timeout=TIMEOUT, key_prefix=prefix + "session:"),
@@ -1086,7 +1075,7 @@ def test_open_backend_redis_uris_build_a_client_with_bounded_timeouts(
 
 
 def test_open_backend_reuses_a_redis_client_and_leaves_it_open(tmp_path: Path) -> None:
-    client = _redis_or_skip()
+    client = shared_redis()
     try:
         backend = open_backend(client, timeout=42, instance_path=str(tmp_path))
         assert isinstance(backend.sessions, RedisSessionStore)
@@ -1101,7 +1090,7 @@ def test_open_backend_reuses_a_redis_client_and_leaves_it_open(tmp_path: Path) -
 
 
 def test_a_reused_redis_client_that_decodes_responses_works_too(tmp_path: Path) -> None:
-    _redis_or_skip().close()
+    shared_redis().close()
     client = redis.Redis.from_url(REDIS_URL, decode_responses=True, socket_timeout=2)
     prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
     store = RedisSessionStore(client, key_prefix=prefix)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
-from conftest import REDIS_URL, FakeClock, unavailable
+from conftest import FakeClock, shared_redis
 
 from flask_mcp.backends.cachelib import CachelibSessionStore
 from flask_mcp.backends.contracts import CountableStore, NotCountable, StoreCount
 from flask_mcp.backends.memory import MemorySessionStore, MemoryTaskStore
-from flask_mcp.backends.redis import RedisSessionStore, RedisTaskStore, client_from_url
+from flask_mcp.backends.redis import RedisSessionStore, RedisTaskStore
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteSessionStore, SqliteTaskStore
 from flask_mcp.protocol.session import Session
 from flask_mcp.protocol.task_records import TaskRecord
@@ -37,12 +37,7 @@ class Stores:
 
 @pytest.fixture
 def redis_prefix() -> Iterator[tuple[redis.Redis, str]]:
-    client = client_from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        client.close()
-        unavailable(f"Redis at {REDIS_URL} is unreachable ({exc})")
+    client = shared_redis()
     prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
     try:
         yield client, prefix

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 from cachelib import SimpleCache
-from conftest import REDIS_URL, FakeClock, unavailable
+from conftest import REDIS_URL, FakeClock, shared_redis
 
 from flask_mcp.backends import open_backend
 from flask_mcp.backends.memory import MemoryTaskStore
-from flask_mcp.backends.redis import RedisTaskStore, client_from_url
+from flask_mcp.backends.redis import RedisTaskStore
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
 from flask_mcp.protocol.task_records import TaskRecord, TaskStore
 
@@ -50,12 +50,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
         )
         yield Case("sqlite", SqliteTaskStore(database, clock=clock), clock, setup)
     else:
-        client = client_from_url(REDIS_URL)
-        try:
-            client.ping()
-        except redis.exceptions.RedisError as exc:
-            client.close()
-            unavailable(f"Redis at {REDIS_URL} is unreachable ({exc})")
+        client = shared_redis()
         prefix = f"flask-mcp-test:{uuid.uuid4().hex}:task:"
         setup = (
             "from flask_mcp.backends.redis import RedisTaskStore, client_from_url\n"
