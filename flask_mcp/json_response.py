@@ -16,7 +16,7 @@ against the same tree with ``_DIRECT = False``): 14 700 instructions per
 
 It is checked once, at import, against what Werkzeug's constructor builds; if
 a Werkzeug release stores a response differently, the constructor is used
-(``_DIRECT`` is false). The suite runs both paths (``tests/test_prepared.py``
+(``_DIRECT`` is false). The suite runs both paths (``tests/test_json_response.py``
 forces the constructor), and CI runs the whole suite on the oldest and the
 newest supported Werkzeug (tox ``py-flaskoldest``, ``py-flasklatest``), where
 a test fails if the self-check turns the shortcut off.

@@ -1,5 +1,5 @@
 """A protected MCP server for the authenticated end-to-end tests
-(tests/test_auth_e2e.py), configured from the environment:
+(tests/e2e/test_auth_e2e.py), configured from the environment:
 
     FLASK_MCP_AUTH=true FLASK_MCP_INTROSPECTION_URL=http://127.0.0.1:8123/introspect \
     FLASK_MCP_AUTH_SERVERS='["http://127.0.0.1:8123"]' gunicorn -w 2 tests.auth_app:app

@@ -1,5 +1,5 @@
 """A tiny MCP server whose task tools run on Celery workers, for
-tests/test_e2e_celery.py. The Celery app is built the way Flask's documentation
+tests/e2e/test_e2e_celery.py. The Celery app is built the way Flask's documentation
 shows (``celery_init_app``: tasks run in an app context, the app is kept in
 ``app.extensions["celery"]``).
 

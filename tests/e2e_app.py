@@ -1,4 +1,4 @@
-"""A tiny MCP server for the session end-to-end tests (tests/test_e2e_sessions.py):
+"""A tiny MCP server for the session end-to-end tests (tests/e2e/test_e2e_sessions.py):
 ``whoami`` tells which gunicorn worker answered, ``echo`` is a plain call.
 
     FLASK_MCP_BACKEND=redis://127.0.0.1:6379/0 gunicorn -w 4 tests.e2e_app:app

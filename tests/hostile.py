@@ -1,5 +1,5 @@
 """A hostile HTTP client for the fuzz tests against a real server
-(tests/test_fuzz_gunicorn.py): raw sockets, so any method, any bytes and any
+(tests/e2e/test_fuzz_gunicorn.py): raw sockets, so any method, any bytes and any
 way of walking away can be sent; hypothesis strategies that produce lone
 surrogates, other encodings, odd methods and dropped connections; and the
 properties every answer of the endpoint must have.

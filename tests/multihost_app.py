@@ -1,4 +1,4 @@
-"""A tiny MCP server for the two-host end-to-end tests (tests/test_e2e_multihost.py):
+"""A tiny MCP server for the two-host end-to-end tests (tests/e2e/test_e2e_multihost.py):
 two gunicorn masters on two loopback addresses run it against one Redis.
 
     FLASK_MCP_BACKEND=redis://127.0.0.1:6379/0 gunicorn -b 127.0.0.2:8000 tests.multihost_app:app

@@ -1,4 +1,4 @@
-"""A server with skills for the end-to-end skills tests (tests/test_e2e_skills.py):
+"""A server with skills for the end-to-end skills tests (tests/e2e/test_e2e_skills.py):
 skills from tests/skill_fixtures/ (one needing the ``payroll:read`` scope) and a
 generated one, behind bearer tokens:
 

@@ -1,4 +1,4 @@
-"""A tiny MCP server for the streaming end-to-end tests (tests/test_e2e_streaming.py):
+"""A tiny MCP server for the streaming end-to-end tests (tests/e2e/test_e2e_streaming.py):
 progress and logs ahead of a result, a question to the client, a long call that
 can be cancelled, a call that lets its connection go (a resumable stream), and a
 change of the tool list.

@@ -1,4 +1,4 @@
-"""A tiny MCP server for the end-to-end tests of tasks (tests/test_e2e_tasks.py):
+"""A tiny MCP server for the end-to-end tests of tasks (tests/e2e/test_e2e_tasks.py):
 tools that run as tasks and say which worker runs them.
 
     FLASK_MCP_BACKEND=redis://127.0.0.1:6379/0 gunicorn -w 2 --threads 8 tests.tasks_app:app

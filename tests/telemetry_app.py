@@ -1,4 +1,4 @@
-"""An app for tests/test_e2e_telemetry.py: each gunicorn worker configures the
+"""An app for tests/e2e/test_e2e_telemetry.py: each gunicorn worker configures the
 OpenTelemetry SDK at import (no --preload: after the fork) and writes every
 finished span as one JSON line to ``$TELEMETRY_SPANS`` (a file per worker)."""
 

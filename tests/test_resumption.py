@@ -1,6 +1,6 @@
 """Resumable streams (2025-11-25): the priming event, event ids, the event log,
 ``GET`` + ``Last-Event-ID``, ``ctx.close_stream()`` and ``MCP_SSE_POLL_AFTER``.
-Across real workers: tests/test_e2e_streaming.py."""
+Across real workers: tests/e2e/test_e2e_streaming.py."""
 
 from __future__ import annotations
 

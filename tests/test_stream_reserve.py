@@ -2,7 +2,7 @@
 look at a client's socket (real socket pairs), the share of threads streams
 may hold (Flask's test client, with ``MCP_WORKER_THREADS`` set), its config
 keys, and the fallback where the socket is out of reach (short comments).
-The whole, under real gunicorn: tests/test_e2e_stream_reserve.py."""
+The whole, under real gunicorn: tests/e2e/test_e2e_stream_reserve.py."""
 
 from __future__ import annotations
 

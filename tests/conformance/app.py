@@ -526,7 +526,7 @@ def server_clock() -> dict[str, str]:
     return {"SKILL.md": "# Server clock\n\nSee [now.txt](now.txt).\n", "now.txt": now + "\n"}
 
 
-if app.config["MCP_TASK_RUNNER"] == "celery":  # FLASK_MCP_TASK_RUNNER=celery: tests/test_e2e_celery.py
+if app.config["MCP_TASK_RUNNER"] == "celery":  # FLASK_MCP_TASK_RUNNER=celery: tests/e2e/test_e2e_celery.py
     from tests.celery_setup import celery_init_app
 
     celery_app = celery_init_app(app)

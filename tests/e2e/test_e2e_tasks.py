@@ -2,7 +2,7 @@
 processes (a SQLite file, Redis): a task created through one worker is read,
 answered and cancelled through the other, while its tool runs in the worker
 that accepted it. Requests reach a chosen worker on pinned connections (see
-tests/test_e2e_streaming.py). Loopback only; servers are stopped by their PID.
+tests/e2e/test_e2e_streaming.py). Loopback only; servers are stopped by their PID.
 """
 
 from __future__ import annotations

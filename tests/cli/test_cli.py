@@ -25,7 +25,7 @@ from flask_mcp.auth import Principal
 from flask_mcp.testing import MCPTestClient
 
 Run = Callable[..., Any]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

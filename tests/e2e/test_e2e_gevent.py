@@ -4,7 +4,7 @@ on a SQLite file and on Redis: the worker monkey-patches ``threading``, ``queue`
 queues and events that relay its messages, the SQLite bus's polling and the
 Redis bus's socket waits all become greenlets and cooperative waits.
 
-Every scenario of tests/test_e2e_streaming.py runs again here, against this
+Every scenario of tests/e2e/test_e2e_streaming.py runs again here, against this
 module's ``cluster`` (its tests are copied into this module's namespace below,
 so pytest collects them here too): progress and logs ahead of a result, a legacy
 question answered through the other worker, cancellations, list changes made by

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 import requests
+from chromium import Browser, Page, headless_chromium
 from cli_app import create_app
-from test_example_app_ui import Browser, Page, headless_chromium
 
 from flask_mcp.cli.endpoint import Caller
 from flask_mcp.cli.preview import PreviewServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 20.0
 
 

@@ -18,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "memory.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "memory.py"
 REQUESTS = 12_000
 WARMUP = 2_000
 

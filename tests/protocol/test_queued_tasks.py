@@ -2,7 +2,7 @@
 broker: the web side through Flask's test client, the queue worker's side by
 calling ``resume_task`` with the request the Celery message carries (JSON, as
 ``flask_mcp.task_celery`` writes and reads it). Real Celery workers:
-tests/test_e2e_celery.py."""
+tests/e2e/test_e2e_celery.py."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from flask_mcp.backends.redis import RedisTaskStore
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
 from flask_mcp.protocol.task_records import TaskRecord, TaskStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

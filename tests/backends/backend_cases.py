@@ -1,0 +1,165 @@
+"""The backends under test, one :class:`Case` each, for the contract suite
+(test_contract.py) and the per-backend test files beside it. Everything is
+real: SQLite files, the Redis server on 127.0.0.1:6379, child processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from cachelib import FileSystemCache, SimpleCache
+from conftest import REDIS_URL, FakeClock, shared_redis
+
+from flask_mcp.backends.cachelib import CachelibSessionStore
+from flask_mcp.backends.contracts import Backend, MessageBus
+from flask_mcp.backends.memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore
+from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore
+from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
+from flask_mcp.protocol.events import EventLog
+from flask_mcp.protocol.session import Session
+
+TIMEOUT = 60.0
+#: How long the event logs under test keep a stream after its last event.
+RETENTION = 30.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Case:
+    """One backend under test."""
+
+    name: str
+    backend: Backend
+    #: ``None`` when expiry is the server's business (Redis TTLs).
+    clock: FakeClock | None
+    #: Python code that binds ``backend`` to the same backend in a child
+    #: process, or ``None`` when the backend lives in this process only.
+    child_setup: str | None = None
+    redis_client: redis.Redis | None = None
+    prefix: str = ""
+
+    @property
+    def clock_(self) -> FakeClock:
+        assert self.clock is not None
+        return self.clock
+
+    @property
+    def bus(self) -> MessageBus:
+        assert self.backend.bus is not None
+        return self.backend.bus
+
+    @property
+    def events(self) -> EventLog:
+        assert self.backend.events is not None
+        return self.backend.events
+
+
+def _redis_setup(prefix: str) -> str:
+    return (
+        "from flask_mcp.backends.registry import Backend\n"
+        "from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url\n"
+        f"client = client_from_url({REDIS_URL!r})\n"
+        "from flask_mcp.backends.redis import RedisEventLog\n"
+        f"backend = Backend(sessions=RedisSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
+        f" bus=RedisMessageBus(client, channel_prefix={prefix + 'bus:'!r}),"
+        f" events=RedisEventLog(client, retention={RETENTION}, key_prefix={prefix + 'stream:'!r}),"
+        " close=client.close)\n"
+    )
+
+
+ALL = ["memory", "sqlite", "redis", "cachelib-simple", "cachelib-filesystem"]
+#: Where a test clock decides expiry (Redis TTLs run on the server's clock).
+WITH_CLOCK = [name for name in ALL if name != "redis"]
+WITH_BUS = ["memory", "sqlite", "redis"]
+#: Shared between processes (a child process can reach the same sessions).
+SHARED = ["sqlite", "redis", "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", "redis"]
+
+
+def cases(names: list[str]) -> pytest.MarkDecorator:
+    """Run a test of the parametrized ``case`` fixture on ``names`` only."""
+    return pytest.mark.parametrize("case", names, indirect=True)
+
+
+@contextmanager
+def open_case(name: str, tmp_path: Path) -> Iterator[Case]:
+    """The backend called ``name`` (one of :data:`ALL`), closed afterwards."""
+    clock = FakeClock()
+    if name == "memory":
+        events = MemoryEventLog(RETENTION, clock=clock)
+        yield Case(name, Backend(MemorySessionStore(TIMEOUT, clock=clock), MemoryMessageBus(), events), clock)
+    elif name == "sqlite":
+        database = SqliteDatabase(str(tmp_path / "mcp.sqlite3"))
+        backend = Backend(
+            SqliteSessionStore(database, timeout=TIMEOUT, clock=clock),
+            SqliteMessageBus(database),
+            SqliteEventLog(database, retention=RETENTION, clock=clock),
+        )
+        setup = (
+            "from flask_mcp.backends import open_backend\n"
+            f"backend = open_backend({'sqlite:///' + database.path!r}, timeout={TIMEOUT}, instance_path='.',"
+            f" retention={RETENTION})\n"
+        )
+        yield Case(name, backend, clock, setup)
+    elif name == "redis":
+        client = shared_redis()
+        prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
+        backend = Backend(
+            RedisSessionStore(client, timeout=TIMEOUT, key_prefix=prefix + "session:"),
+            RedisMessageBus(client, channel_prefix=prefix + "bus:"),
+            RedisEventLog(client, retention=RETENTION, key_prefix=prefix + "stream:"),
+        )
+        try:
+            yield Case(name, backend, None, _redis_setup(prefix), client, prefix)
+        finally:
+            keys = list(client.scan_iter(match=prefix + "*"))
+            if keys:
+                client.delete(*keys)
+            client.close()
+    elif name == "cachelib-simple":
+        store = CachelibSessionStore(SimpleCache(), timeout=TIMEOUT, clock=clock)
+        yield Case(name, Backend(store), clock)
+    else:
+        directory = str(tmp_path / "cache")
+        store = CachelibSessionStore(FileSystemCache(directory), timeout=TIMEOUT, clock=clock)
+        setup = (
+            "from cachelib import FileSystemCache\n"
+            "from flask_mcp.backends import open_backend\n"
+            f"backend = open_backend(FileSystemCache({directory!r}), timeout={TIMEOUT}, instance_path='.')\n"
+        )
+        yield Case(name, Backend(store), clock, setup)
+
+
+def full_session(session_id: str | None = None) -> Session:
+    """A session with every field away from its default."""
+    return Session(
+        id=session_id or uuid.uuid4().hex,
+        protocol_version="2025-06-18",
+        client_info={"name": "inspector", "version": "1.2.3", "nested": {"ünïcode": [1, 2.5, None, True]}},
+        client_capabilities={"roots": {"listChanged": True}, "sampling": {}},
+        log_level="debug",
+        principal="alice",
+        initialized=True,
+        data={"cursor": "abc", "numbers": [1, 2, 3]},
+    )
+
+
+def run_child(case: Case, code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter after the case's set-up code."""
+    assert case.child_setup is not None
+    return subprocess.run(
+        [sys.executable, "-c", case.child_setup + code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
