@@ -126,7 +126,8 @@ def instance_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 @pytest.fixture
 def app(instance_folder: Path) -> Flask:
     """A bare Flask app in testing mode with a temporary instance folder (a
-    module that needs tools registered defines its own ``app`` fixture)."""
+    module that serves tools on it overrides the fixture, asking for this one:
+    ``def app(app: Flask, mcp: MCP)``)."""
     flask_app = Flask("tests", instance_path=str(instance_folder))
     flask_app.config["TESTING"] = True
     return flask_app

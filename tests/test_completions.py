@@ -37,8 +37,8 @@ def mcp() -> MCP:
 
 
 @pytest.fixture
-def app(mcp: MCP) -> Flask:
-    app = Flask("completions")
+def app(app: Flask, mcp: MCP) -> Flask:
+    """The root conftest's app, serving this module's ``mcp``."""
     app.config["MCP_BACKEND"] = "memory://"
     mcp.init_app(app)
     return app

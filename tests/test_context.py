@@ -14,8 +14,7 @@ NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required"
 
 
 @pytest.fixture
-def app() -> Flask:
-    app = Flask(__name__)
+def app(app: Flask) -> Flask:
     app.config["SECRET_KEY"] = "test-secret"
     mcp = MCP(app, name="ctx", version="1.0")
 

@@ -32,8 +32,8 @@ def mcp() -> MCP:
 
 
 @pytest.fixture
-def app(mcp: MCP) -> Flask:
-    app = Flask("resources")
+def app(app: Flask, mcp: MCP) -> Flask:
+    """The root conftest's app, serving this module's ``mcp``."""
     app.config["SECRET_KEY"] = "test-secret"
     app.config["MCP_BACKEND"] = "memory://"
     mcp.init_app(app)

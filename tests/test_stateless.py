@@ -24,8 +24,7 @@ SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 
 @pytest.fixture
-def app() -> Flask:
-    app = Flask("stateless")
+def app(app: Flask) -> Flask:
     mcp = MCP(app, name="stateless-server", version="2.0.0")
 
     @mcp.tool

@@ -18,8 +18,7 @@ SUB_KEY = "io.modelcontextprotocol/subscriptionId"
 
 
 @pytest.fixture
-def app(tmp_path: Any) -> Flask:
-    app = Flask(__name__)
+def app(app: Flask) -> Flask:
     app.config["MCP_BACKEND"] = "memory://"
     app.config["MCP_SSE_HEARTBEAT"] = 0.05
     mcp = MCP(app, name="subs", version="1")

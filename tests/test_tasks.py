@@ -115,12 +115,11 @@ def mcp(release: threading.Event) -> MCP:
 
 
 @pytest.fixture
-def app(mcp: MCP) -> Flask:
-    app = Flask("tasks")
+def app(app: Flask, mcp: MCP) -> Flask:
+    """The root conftest's app, serving this module's ``mcp``."""
     app.config["SECRET_KEY"] = "tasks-tests"
     app.config["MCP_BACKEND"] = "memory://"
     app.config["MCP_TASK_POLL_INTERVAL_MS"] = 250
-    app.testing = True
     mcp.init_app(app)
 
     @app.before_request
