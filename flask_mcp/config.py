@@ -151,12 +151,12 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         url_prefix=prefix,
         name=_string(value("MCP_NAME") or app_name, "MCP_NAME"),
         version=_string(value("MCP_VERSION") or "0.0.0", "MCP_VERSION"),
-        instructions=value("MCP_INSTRUCTIONS"),
+        instructions=_instructions(value("MCP_INSTRUCTIONS")),
         backend=value("MCP_BACKEND"),
         session_timeout=_number(value("MCP_SESSION_TIMEOUT"), "MCP_SESSION_TIMEOUT", minimum=1),
         max_content_length=int(_number(value("MCP_MAX_CONTENT_LENGTH"), "MCP_MAX_CONTENT_LENGTH", minimum=1024)),
         page_size=int(_number(value("MCP_PAGE_SIZE"), "MCP_PAGE_SIZE", minimum=1)),
-        dns_rebinding_protection=bool(value("MCP_DNS_REBINDING_PROTECTION")),
+        dns_rebinding_protection=_flag(value("MCP_DNS_REBINDING_PROTECTION"), "MCP_DNS_REBINDING_PROTECTION"),
         allowed_origins=_with_cors(origins if callable(origins) else _strings(origins, "MCP_ALLOWED_ORIGINS"),
                                    _strings(value("MCP_CORS_ORIGINS"), "MCP_CORS_ORIGINS")),
         allowed_hosts=_strings(value("MCP_ALLOWED_HOSTS"), "MCP_ALLOWED_HOSTS"),
@@ -218,6 +218,15 @@ def _flag(value: Any, key: str) -> bool:
     if value not in (True, False, 0, 1):
         raise ConfigError(f"{key} must be True or False (got {value!r})")
     return bool(value)
+
+
+def _instructions(value: Any) -> str | None:
+    """Text, or ``None``/``""`` for none (checked here: a number would fail every ``initialize``)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"MCP_INSTRUCTIONS must be a string or None (got {value!r})")
+    return value
 
 
 def _optional_string(value: Any, key: str) -> str | None:

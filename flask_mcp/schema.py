@@ -20,7 +20,6 @@ from typing_extensions import TypedDict
 
 from .protocol.request_info import InvalidToolArguments
 
-JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _TYPED_DICT: Any = TypedDict  # called with a computed name and fields
 
 

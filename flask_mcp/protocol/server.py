@@ -300,9 +300,14 @@ class Server:
         """JSON-RPC batches exist only in 2025-03-26."""
         session_id = incoming.session_id
         session = self._find_session(incoming) if session_id else None
-        effective = incoming.header_version or (session.protocol_version if session else DEFAULT_LEGACY_VERSION)
-        if session is not None and effective != session.protocol_version:
-            effective = session.protocol_version  # the session's version decides, not a header
+        if session is not None:
+            try:
+                _check_session_header(incoming.header_version, session)
+            except BadProtocolVersionHeader as exc:
+                return self._error_reply(None, exc, 400)
+            effective = session.protocol_version
+        else:
+            effective = incoming.header_version or DEFAULT_LEGACY_VERSION
         revision = REVISIONS.get(effective)
         if revision is None or not revision.batching:
             return self._error_reply(
@@ -432,12 +437,7 @@ class Server:
         session = self._find_session(incoming)
         if session is None:
             raise SessionNotFound()
-        header_version = incoming.header_version
-        if header_version is not None and header_version != session.protocol_version:
-            raise BadProtocolVersionHeader(
-                f"MCP-Protocol-Version header {header_version!r} differs from the version "
-                f"negotiated for this session ({session.protocol_version})."
-            )
+        _check_session_header(incoming.header_version, session)
         return session
 
 def _request_info(
@@ -456,6 +456,15 @@ def _request_info(
         client_capabilities, session, meta, incoming.principal, incoming.auth, incoming.emit,
         endpoint=incoming.endpoint_url,
     )
+
+
+def _check_session_header(header_version: str | None, session: Session) -> None:
+    """A request of a session, single or batched, names the session's version or none."""
+    if header_version is not None and header_version != session.protocol_version:
+        raise BadProtocolVersionHeader(
+            f"MCP-Protocol-Version header {header_version!r} differs from the version "
+            f"negotiated for this session ({session.protocol_version})."
+        )
 
 
 def _check_legacy_header(header_version: str | None) -> None:

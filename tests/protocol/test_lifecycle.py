@@ -527,6 +527,17 @@ def test_batch_claiming_2025_03_26_on_a_2025_11_25_session_is_rejected(make_clie
     assert response.status_code == 400
 
 
+def test_batch_on_a_2025_03_26_session_naming_another_version_is_rejected(make_client: MakeClient, app: Flask) -> None:
+    """As for a single request: the header names the session's version or none."""
+    client = batch_client(make_client, app)
+    response = client.post([rpc("ping", id=1)], headers=session_headers(client, "2025-11-25"))
+    assert response.status_code == 400
+    body = response.http.get_json()
+    assert isinstance(body, dict)
+    assert body["error"]["code"] == -32600
+    assert "differs from the version negotiated for this session (2025-03-26)" in body["error"]["message"]
+
+
 def test_batch_is_rejected_with_one_error_for_2026_07_28(make_client: MakeClient, app: Flask) -> None:
     client = make_client(app)
     meta = client.request_meta()
