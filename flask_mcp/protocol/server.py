@@ -42,11 +42,12 @@ from .task_methods import Tasks
 from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
 from .versions import (
     DEFAULT_LEGACY_VERSION,
-    LEGACY_VERSIONS,
     REVISIONS,
     STATELESS_VERSIONS,
     SUPPORTED_VERSIONS,
     Revision,
+    check_legacy_version_header,
+    check_session_version_header,
     negotiate,
 )
 
@@ -253,7 +254,7 @@ class Server:
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
         try:
-            _check_legacy_header(incoming.header_version)
+            check_legacy_version_header(incoming.header_version)
             if isinstance(message, Request) and message.method == "initialize":
                 return self._dispatch_initialize(message, incoming)
             session = self._require_session(incoming)
@@ -302,7 +303,7 @@ class Server:
         session = self._find_session(incoming) if session_id else None
         if session is not None:
             try:
-                _check_session_header(incoming.header_version, session)
+                check_session_version_header(incoming.header_version, session.protocol_version)
             except BadProtocolVersionHeader as exc:
                 return self._error_reply(None, exc, 400)
             effective = session.protocol_version
@@ -437,7 +438,7 @@ class Server:
         session = self._find_session(incoming)
         if session is None:
             raise SessionNotFound()
-        _check_session_header(incoming.header_version, session)
+        check_session_version_header(incoming.header_version, session.protocol_version)
         return session
 
 def _request_info(
@@ -456,21 +457,3 @@ def _request_info(
         client_capabilities, session, meta, incoming.principal, incoming.auth, incoming.emit,
         endpoint=incoming.endpoint_url,
     )
-
-
-def _check_session_header(header_version: str | None, session: Session) -> None:
-    """A request of a session, single or batched, names the session's version or none."""
-    if header_version is not None and header_version != session.protocol_version:
-        raise BadProtocolVersionHeader(
-            f"MCP-Protocol-Version header {header_version!r} differs from the version "
-            f"negotiated for this session ({session.protocol_version})."
-        )
-
-
-def _check_legacy_header(header_version: str | None) -> None:
-    if header_version is not None and header_version not in LEGACY_VERSIONS:
-        raise BadProtocolVersionHeader(
-            f"Unsupported MCP-Protocol-Version header {header_version!r}: this server "
-            f"speaks {', '.join(SUPPORTED_VERSIONS)} (2026-07-28 requests also need "
-            "the _meta protocolVersion)."
-        )

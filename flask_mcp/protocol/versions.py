@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import BadProtocolVersionHeader
+
 #: Every revision this server answers, newest first.
 SUPPORTED_VERSIONS: tuple[str, ...] = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26")
 
@@ -202,3 +204,22 @@ def negotiate(requested: object) -> str:
     if isinstance(requested, str) and requested in LEGACY_VERSIONS:
         return requested
     return LEGACY_VERSIONS[0]
+
+
+def check_session_version_header(header_version: str | None, negotiated: str) -> None:
+    """A request of a session, single or batched, names the session's version or none."""
+    if header_version is not None and header_version != negotiated:
+        raise BadProtocolVersionHeader(
+            f"MCP-Protocol-Version header {header_version!r} differs from the version "
+            f"negotiated for this session ({negotiated})."
+        )
+
+
+def check_legacy_version_header(header_version: str | None) -> None:
+    """The header of an initialize-era request names one of those revisions, if any."""
+    if header_version is not None and header_version not in LEGACY_VERSIONS:
+        raise BadProtocolVersionHeader(
+            f"Unsupported MCP-Protocol-Version header {header_version!r}: this server "
+            f"speaks {', '.join(SUPPORTED_VERSIONS)} (2026-07-28 requests also need "
+            "the _meta protocolVersion)."
+        )
