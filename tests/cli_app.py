@@ -140,8 +140,9 @@ def create_app(**config: Any) -> Flask:
 def auth_app() -> Flask:
     """The app with MCP_AUTH on: ``good-token`` is alice's (without scopes), any other token is refused."""
     app = create_app(MCP_AUTH=True, MCP_RESOURCE_URL="https://cli.example.com/mcp")
+    mcp: MCP = app.extensions["mcp"].extension
 
-    @app.extensions["mcp"].extension.token_verifier
+    @mcp.token_verifier
     def verify(token: str) -> Principal | None:
         return Principal(subject="alice") if token == "good-token" else None
 
@@ -163,12 +164,16 @@ def redis_test_backend() -> Iterator[tuple[Backend, redis.Redis, str]]:
     """A real Redis backend under keys (and channels) of its own, deleted afterwards."""
     client = shared_redis()
     prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
+
+    def check() -> None:
+        client.ping()
+
     backend = Backend(
         sessions=RedisSessionStore(client, timeout=3600, key_prefix=prefix + "session:", clock=FakeClock()),
         bus=RedisMessageBus(client, channel_prefix=prefix + "bus:"),
         tasks=RedisTaskStore(client, key_prefix=prefix + "task:"),
         description="redis (test keys)",
-        check=client.ping,
+        check=check,
     )
     try:
         yield backend, client, prefix

@@ -75,7 +75,7 @@ def _validator(version: str, definition: str) -> jsonschema.protocols.Validator:
         raise KeyError(f"{definition} is not defined in the {version} schema")
     root = {**schema, "$ref": f"#/{where}/{definition}"}
     cls = jsonschema.validators.validator_for(schema)
-    return cls(root)  # type: ignore[no-any-return]
+    return cls(root)
 
 
 def validate_message(version: str, method: str | None, message: dict[str, Any]) -> None:

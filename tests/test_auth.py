@@ -32,12 +32,13 @@ METADATA = "http://localhost/.well-known/oauth-protected-resource/mcp"
 AS_URL = "https://auth.example.com"
 
 TOKENS = {
-    "reader-token": Principal(subject="reader", scopes={"files:read"}, audience=(RESOURCE,)),
-    "writer-token": Principal(subject="writer", scopes={"files"}, audience=(RESOURCE,)),
-    "admin-token": Principal(subject="admin", scopes={"files", "admin"}, audience=(RESOURCE,)),
-    "other-audience": Principal(subject="mallory", scopes={"files"}, audience=("https://elsewhere.example/mcp",)),
-    "expired-token": Principal(subject="late", scopes={"files"}, audience=(RESOURCE,), expires_at=time.time() - 60),
-    "no-audience-known": Principal(subject="legacy-as", scopes=()),
+    "reader-token": Principal(subject="reader", scopes=frozenset({"files:read"}), audience=(RESOURCE,)),
+    "writer-token": Principal(subject="writer", scopes=frozenset({"files"}), audience=(RESOURCE,)),
+    "admin-token": Principal(subject="admin", scopes=frozenset({"files", "admin"}), audience=(RESOURCE,)),
+    "other-audience": Principal(subject="mallory", scopes=frozenset({"files"}), audience=("https://elsewhere.example/mcp",)),
+    "expired-token": Principal(subject="late", scopes=frozenset({"files"}), audience=(RESOURCE,),
+                               expires_at=time.time() - 60),
+    "no-audience-known": Principal(subject="legacy-as", scopes=frozenset()),
 }
 
 
@@ -455,8 +456,9 @@ def test_the_scope_helper_serves_resources_and_prompts_too() -> None:
 
 def test_the_account_comes_from_meta_then_the_argument_then_the_header(make_client: MakeClient) -> None:
     app = build_app()
+    mcp: MCP = app.extensions["mcp"].extension
 
-    @app.extensions["mcp"].extension.tool
+    @mcp.tool
     def book(account_id: str, ctx: Context) -> str:
         return str(ctx.account)
 
@@ -501,8 +503,8 @@ def test_a_legacy_session_answers_only_the_principal_that_created_it(make_client
 
 def test_a_session_survives_a_new_token_for_the_same_subject(make_client: MakeClient) -> None:
     tokens = {
-        "first": Principal(subject="carol", scopes={"files"}),
-        "refreshed": Principal(subject="carol", scopes={"files"}),
+        "first": Principal(subject="carol", scopes=frozenset({"files"})),
+        "refreshed": Principal(subject="carol", scopes=frozenset({"files"})),
     }
     app = build_app(tokens.get)
     client = make_client(app, "2025-06-18", headers=bearer("first"))
@@ -518,7 +520,7 @@ def test_a_session_survives_a_new_token_for_the_same_subject(make_client: MakeCl
 
 def test_tokens_never_reach_the_logs(make_client: MakeClient, caplog: pytest.LogCaptureFixture) -> None:
     secret = "sup3r-secret-t0ken"
-    tokens = {secret: Principal(subject="s", scopes={"files:read"})}
+    tokens = {secret: Principal(subject="s", scopes=frozenset({"files:read"}))}
 
     def verifier(token: str) -> Principal | None:
         if token.startswith("down-"):

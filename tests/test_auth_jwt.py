@@ -37,7 +37,7 @@ class Signer:
         jwk: dict[str, Any] = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
         return {**jwk, "kid": self.kid, "use": "sig", "alg": "RS256"}
 
-    def token(self, subject: str = "alice", scope: str = "files:read", **overrides: Any) -> str:
+    def token(self, subject: str = "alice", scope: str | None = "files:read", **overrides: Any) -> str:
         now = int(time.time())
         claims = {"iss": ISSUER, "sub": subject, "aud": RESOURCE, "scope": scope, "iat": now, "exp": now + 600,
                   "client_id": "jwt-client", **overrides}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flask import Flask, Request, request
+from flask import Flask, Request, Response, request
 from werkzeug.test import TestResponse
 
 from flask_mcp import MCP
@@ -17,7 +17,7 @@ from flask_mcp.testing import MCPTestClient
 MakeClient = Callable[..., MCPTestClient]
 
 V = "2026-07-28"
-DISCOVER = {
+DISCOVER: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "server/discover",
@@ -154,7 +154,12 @@ def test_a_chunked_body_is_read_through_werkzeug() -> None:
 
 def test_the_body_is_empty_to_the_app_after_the_view_read_it(app: Flask) -> None:
     seen: list[bytes] = []
-    app.after_request(lambda response: seen.append(request.get_data()) or response)
+
+    @app.after_request
+    def read_body_again(response: Response) -> Response:
+        seen.append(request.get_data())
+        return response
+
     assert post(app).status_code == 200
     assert seen == [b""]
 

@@ -3,13 +3,16 @@ for input (2026-07-28 multi round-trip results with a sealed requestState)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from flask import Flask
 
 from flask_mcp import MCP, Context
+from flask_mcp.testing import MCPTestClient
 
+MakeClient = Callable[..., MCPTestClient]
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
@@ -63,7 +66,7 @@ def _logs(notes: list[dict[str, Any]]) -> list[str]:
     return [n["params"]["level"] for n in notes if n["method"] == "notifications/message"]
 
 
-def test_progress_and_logs_precede_the_result_on_an_event_stream(app: Flask, make_client: Any) -> None:
+def test_progress_and_logs_precede_the_result_on_an_event_stream(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app)
     response = client.call_tool(
         "steps", {}, meta={"progressToken": "p1", "io.modelcontextprotocol/logLevel": "info"}
@@ -77,13 +80,15 @@ def test_progress_and_logs_precede_the_result_on_an_event_stream(app: Flask, mak
     assert response.messages[-1]["result"]["content"][0]["text"] == "done"
 
 
-def test_a_2026_request_without_log_level_or_progress_token_gets_plain_json(app: Flask, make_client: Any) -> None:
+def test_a_2026_request_without_log_level_or_progress_token_gets_plain_json(
+    app: Flask, make_client: MakeClient
+) -> None:
     response = make_client(app).call_tool("steps", {})
     assert response.http.mimetype == "application/json"
     assert response.notifications == []
 
 
-def test_legacy_logs_follow_the_session_level(app: Flask, make_client: Any) -> None:
+def test_legacy_logs_follow_the_session_level(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, "2025-11-25")
     client.initialize()
     assert client.call_tool("steps", {}).notifications == []  # none before logging/setLevel
@@ -102,7 +107,7 @@ def test_a_client_accepting_only_json_gets_the_result_without_notifications(app:
     assert response.result["content"][0]["text"] == "done"
 
 
-def test_elicitation_round_trip_returns_input_required_then_the_result(app: Flask, make_client: Any) -> None:
+def test_elicitation_round_trip_returns_input_required_then_the_result(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, capabilities={"elicitation": {}})
     first = client.call_tool("greet", {"punctuation": "?"}).result
     assert first["resultType"] == "input_required"
@@ -119,7 +124,7 @@ def test_elicitation_round_trip_returns_input_required_then_the_result(app: Flas
     assert second.result["content"][0]["text"] == "Hello, Ada?"
 
 
-def test_a_declined_elicitation_reaches_the_tool(app: Flask, make_client: Any) -> None:
+def test_a_declined_elicitation_reaches_the_tool(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, capabilities={"elicitation": {}})
     first = client.call_tool("greet", {}).result
     done = client.request("tools/call", {
@@ -129,7 +134,7 @@ def test_a_declined_elicitation_reaches_the_tool(app: Flask, make_client: Any) -
     assert done["content"][0]["text"] == "No name given."
 
 
-def test_missing_or_malformed_answers_are_asked_again(app: Flask, make_client: Any) -> None:
+def test_missing_or_malformed_answers_are_asked_again(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, capabilities={"elicitation": {}})
     for responses in ({}, {"other": {"action": "accept"}}, {"who": {"action": "maybe"}}, {"who": "Ada"}):
         again = client.request("tools/call", {"name": "greet", "arguments": {}, "inputResponses": responses}).result
@@ -137,7 +142,7 @@ def test_missing_or_malformed_answers_are_asked_again(app: Flask, make_client: A
         assert list(again["inputRequests"]) == ["who"]
 
 
-def test_each_round_carries_earlier_answers_in_a_new_state(app: Flask, make_client: Any) -> None:
+def test_each_round_carries_earlier_answers_in_a_new_state(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, capabilities={"elicitation": {}, "sampling": {}})
     r1 = client.call_tool("two_rounds", {}).result
     assert list(r1["inputRequests"]) == ["first"]
@@ -156,7 +161,7 @@ def test_each_round_carries_earlier_answers_in_a_new_state(app: Flask, make_clie
     assert r3["content"][0]["text"] == "Ada: hi"
 
 
-def test_several_questions_can_be_asked_in_one_round(app: Flask, make_client: Any) -> None:
+def test_several_questions_can_be_asked_in_one_round(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, capabilities={"elicitation": {}, "sampling": {}, "roots": {}})
     r1 = client.call_tool("everything", {}).result
     assert sorted(r1["inputRequests"]) == ["n", "r", "s"]
@@ -173,7 +178,7 @@ def test_several_questions_can_be_asked_in_one_round(app: Flask, make_client: An
 
 
 @pytest.mark.parametrize("change", ["tamper", "other_arguments", "garbage"])
-def test_a_tampered_or_misapplied_request_state_is_refused(app: Flask, make_client: Any, change: str) -> None:
+def test_a_tampered_or_misapplied_request_state_is_refused(app: Flask, make_client: MakeClient, change: str) -> None:
     client = make_client(app, capabilities={"elicitation": {}})
     state = client.call_tool("greet", {"punctuation": "!"}).result["requestState"]
     arguments = {"punctuation": "!"}
@@ -191,7 +196,7 @@ def test_a_tampered_or_misapplied_request_state_is_refused(app: Flask, make_clie
     assert "requestState" in error["message"]
 
 
-def test_an_expired_request_state_is_refused(app: Flask, make_client: Any) -> None:
+def test_an_expired_request_state_is_refused(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, capabilities={"elicitation": {}})
     state = client.call_tool("greet", {}).result["requestState"]
     methods = app.extensions["mcp"].server.methods
@@ -205,19 +210,19 @@ def test_an_expired_request_state_is_refused(app: Flask, make_client: Any) -> No
     assert "expired" in error["message"]
 
 
-def test_asking_without_the_capability_is_refused_with_32021(app: Flask, make_client: Any) -> None:
+def test_asking_without_the_capability_is_refused_with_32021(app: Flask, make_client: MakeClient) -> None:
     response = make_client(app, capabilities={"sampling": {}}).call_tool("greet", {})
     assert response.status_code == 400
     assert response.error["code"] == -32021
     assert response.error["data"] == {"requiredCapabilities": {"elicitation": {}}}
 
 
-def test_url_only_elicitation_clients_are_not_sent_forms(app: Flask, make_client: Any) -> None:
+def test_url_only_elicitation_clients_are_not_sent_forms(app: Flask, make_client: MakeClient) -> None:
     response = make_client(app, capabilities={"elicitation": {"url": {}}}).call_tool("greet", {})
     assert response.error["code"] == -32021
 
 
-def test_without_a_secret_key_asking_fails_with_a_clear_error(make_client: Any) -> None:
+def test_without_a_secret_key_asking_fails_with_a_clear_error(make_client: MakeClient) -> None:
     app = Flask(__name__)
     mcp = MCP(app)
 
@@ -230,7 +235,7 @@ def test_without_a_secret_key_asking_fails_with_a_clear_error(make_client: Any) 
     assert "SECRET_KEY" in error["message"]
 
 
-def test_a_legacy_session_is_asked_on_the_event_stream_and_answers_by_post(app: Flask, make_client: Any) -> None:
+def test_a_legacy_session_is_asked_on_the_event_stream_and_answers_by_post(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, "2025-11-25", capabilities={"elicitation": {}})
     client.initialize()
     asked: list[dict[str, Any]] = []
@@ -247,10 +252,10 @@ def test_a_legacy_session_is_asked_on_the_event_stream_and_answers_by_post(app: 
     assert response.result["content"][0]["text"] == "Hello, Grace."
 
 
-def test_several_legacy_questions_go_out_together(app: Flask, make_client: Any) -> None:
+def test_several_legacy_questions_go_out_together(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, "2025-11-25", capabilities={"elicitation": {}, "sampling": {}, "roots": {}})
     client.initialize()
-    answers = {
+    answers: dict[str, dict[str, Any]] = {
         "elicitation/create": {"action": "decline"},
         "sampling/createMessage": {"role": "assistant", "content": {"type": "text", "text": "hey"}, "model": "m"},
         "roots/list": {"roots": [{"uri": "file:///x"}]},
@@ -259,7 +264,7 @@ def test_several_legacy_questions_go_out_together(app: Flask, make_client: Any) 
     assert client.call_tool("everything", {}).result["content"][0]["text"] == "decline hey 1"
 
 
-def test_a_legacy_client_refusing_the_question_gives_an_error_result(app: Flask, make_client: Any) -> None:
+def test_a_legacy_client_refusing_the_question_gives_an_error_result(app: Flask, make_client: MakeClient) -> None:
     client = make_client(app, "2025-06-18", capabilities={"elicitation": {}})
     client.initialize()
     result = client.call_tool("greet", {}).result  # the test client answers with an error by default
@@ -267,7 +272,7 @@ def test_a_legacy_client_refusing_the_question_gives_an_error_result(app: Flask,
     assert "refused elicitation/create" in result["content"][0]["text"]
 
 
-def test_an_unanswered_legacy_question_times_out_with_a_clear_error(app: Flask, make_client: Any) -> None:
+def test_an_unanswered_legacy_question_times_out_with_a_clear_error(app: Flask, make_client: MakeClient) -> None:
     app.extensions["mcp"].settings.__dict__["client_timeout"] = 0.3  # frozen settings: test-only change
     client = make_client(app, "2025-11-25", capabilities={"elicitation": {}})
     client.initialize()
@@ -278,7 +283,7 @@ def test_an_unanswered_legacy_question_times_out_with_a_clear_error(app: Flask, 
     assert "did not answer elicitation/create within 0.3 s" in result["content"][0]["text"]
 
 
-def test_a_legacy_cancellation_stops_the_tool_and_nothing_more_is_sent(make_client: Any) -> None:
+def test_a_legacy_cancellation_stops_the_tool_and_nothing_more_is_sent(make_client: MakeClient) -> None:
     app = Flask(__name__)
     mcp = MCP(app)
     progress_after_cancel: list[bool] = []
@@ -304,7 +309,7 @@ def test_a_legacy_cancellation_stops_the_tool_and_nothing_more_is_sent(make_clie
     assert progress_after_cancel == []
 
 
-def test_a_broad_except_in_a_tool_does_not_swallow_the_question(make_client: Any) -> None:
+def test_a_broad_except_in_a_tool_does_not_swallow_the_question(make_client: MakeClient) -> None:
     app = Flask(__name__)
     app.config["SECRET_KEY"] = "s"
     mcp = MCP(app)
@@ -320,7 +325,7 @@ def test_a_broad_except_in_a_tool_does_not_swallow_the_question(make_client: Any
     assert result["resultType"] == "input_required"
 
 
-def test_current_session_data_is_kept_between_calls_of_a_legacy_session(make_client: Any, tmp_path: Any) -> None:
+def test_current_session_data_is_kept_between_calls_of_a_legacy_session(make_client: MakeClient, tmp_path: Any) -> None:
     from flask_mcp import current_session
 
     app = Flask(__name__)
@@ -344,7 +349,7 @@ def test_current_session_data_is_kept_between_calls_of_a_legacy_session(make_cli
     assert make_client(app).call_tool("count", {}).result["structuredContent"]["result"] == -1
 
 
-def test_closing_a_2026_stream_cancels_the_call(make_client: Any) -> None:
+def test_closing_a_2026_stream_cancels_the_call(make_client: MakeClient) -> None:
     import threading
     import time
 
@@ -381,8 +386,8 @@ def test_closing_a_2026_stream_cancels_the_call(make_client: Any) -> None:
     assert stopped_at[0] < 499
 
 
-def test_a_tool_that_changes_its_arguments_before_asking_can_be_answered(app: Flask, make_client: Any) -> None:
-    mcp = app.extensions["mcp"].extension
+def test_a_tool_that_changes_its_arguments_before_asking_can_be_answered(app: Flask, make_client: MakeClient) -> None:
+    mcp: MCP = app.extensions["mcp"].extension
 
     @mcp.tool
     def tidy(ctx: Context, items: Any) -> str:

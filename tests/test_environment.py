@@ -33,7 +33,9 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "flask_mcp" and r.levelno == logging.WARNING]
 
 
-def test_unloaded_variables_are_named_with_the_fix(tmp_path, monkeypatch, caplog) -> None:
+def test_unloaded_variables_are_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("FLASK_MCP_BACKEND", "memory://")
     monkeypatch.setenv("FLASK_MCP_PAGE_SIZE", "7")
     monkeypatch.setenv("FLASK_SECRET_KEY", "not an MCP setting")
@@ -47,7 +49,9 @@ def test_unloaded_variables_are_named_with_the_fix(tmp_path, monkeypatch, caplog
     assert settings.page_size == 100 and settings.backend == "sqlite://"
 
 
-def test_loaded_variables_apply_without_a_warning(tmp_path, monkeypatch, caplog) -> None:
+def test_loaded_variables_apply_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("FLASK_MCP_PAGE_SIZE", "7")
     with caplog.at_level(logging.WARNING, logger="flask_mcp"):
         app = make_app(tmp_path, load_env=True)
@@ -55,7 +59,9 @@ def test_loaded_variables_apply_without_a_warning(tmp_path, monkeypatch, caplog)
     assert app.extensions["mcp"].settings.page_size == 7
 
 
-def test_a_key_the_app_set_itself_is_its_decision(tmp_path, monkeypatch, caplog) -> None:
+def test_a_key_the_app_set_itself_is_its_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("FLASK_MCP_PAGE_SIZE", "7")
     app = Flask(__name__, instance_path=str(tmp_path))
     app.config["MCP_PAGE_SIZE"] = 5
@@ -65,7 +71,9 @@ def test_a_key_the_app_set_itself_is_its_decision(tmp_path, monkeypatch, caplog)
     assert app.extensions["mcp"].settings.page_size == 5
 
 
-def test_nested_variables_are_checked_by_their_top_key(tmp_path, monkeypatch, caplog) -> None:
+def test_nested_variables_are_checked_by_their_top_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("FLASK_MCP_ALLOWED_HOSTS__0", "mcp.example.com")
     with caplog.at_level(logging.WARNING, logger="flask_mcp"):
         make_app(tmp_path, load_env=False)
@@ -73,7 +81,7 @@ def test_nested_variables_are_checked_by_their_top_key(tmp_path, monkeypatch, ca
     assert message.startswith("FLASK_MCP_ALLOWED_HOSTS__0 is set in the environment") and "ignores it" in message
 
 
-def test_no_variables_no_warning(tmp_path, caplog) -> None:
+def test_no_variables_no_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="flask_mcp"):
         make_app(tmp_path, load_env=False)
     assert warnings_of(caplog) == []

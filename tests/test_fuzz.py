@@ -52,7 +52,8 @@ def build_app() -> Flask:
     })
     app.testing = True
     mcp = MCP(app, name="fuzzed", version="1.0")
-    mcp.token_verifier(lambda token: Principal(subject="fuzzer", scopes={"files"}) if token == TOKEN else None)
+    fuzzer = Principal(subject="fuzzer", scopes=frozenset({"files"}))
+    mcp.token_verifier(lambda token: fuzzer if token == TOKEN else None)
 
     @mcp.tool
     def echo(text: str) -> str:

@@ -79,7 +79,12 @@ def test_with_the_shortcut_off_answers_are_the_same(monkeypatch: Any) -> None:
     monkeypatch.setattr(prepared, "_STATUS_LINES", {})
     built: list[int] = []
     original = prepared._built
-    monkeypatch.setattr(prepared, "_built", lambda *args: built.append(1) or original(*args))
+
+    def counted(data: bytes, status: int, status_line: str) -> Response:
+        built.append(1)
+        return original(data, status, status_line)
+
+    monkeypatch.setattr(prepared, "_built", counted)
     assert answers() == direct
     assert built == []  # every answer came from the constructor
     assert [status for status, _, _ in direct] == [200, 200, 200, 400, 200]

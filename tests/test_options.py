@@ -19,14 +19,16 @@ def _hello() -> str:
     return "hello"
 
 
+# Misspelt on purpose: mypy refuses each call already (hence the ignores); the test checks
+# that running it is refused too.
 REGISTRATIONS: dict[str, Callable[[MCP], Any]] = {
-    "tool()": lambda mcp: mcp.tool(nmae="x")(_hello),
-    "add_tool": lambda mcp: mcp.add_tool(_hello, nmae="x"),
-    "resource()": lambda mcp: mcp.resource("app://hello", nmae="x")(_hello),
-    "add_resource": lambda mcp: mcp.add_resource(_hello, "app://hello", nmae="x"),
-    "ui_resource()": lambda mcp: mcp.ui_resource("ui://hello", nmae="x")(_hello),
-    "prompt()": lambda mcp: mcp.prompt(nmae="x")(_hello),
-    "add_prompt": lambda mcp: mcp.add_prompt(_hello, nmae="x"),
+    "tool()": lambda mcp: mcp.tool(nmae="x")(_hello),  # type: ignore[call-overload]
+    "add_tool": lambda mcp: mcp.add_tool(_hello, nmae="x"),  # type: ignore[call-arg]
+    "resource()": lambda mcp: mcp.resource("app://hello", nmae="x")(_hello),  # type: ignore[call-arg]
+    "add_resource": lambda mcp: mcp.add_resource(_hello, "app://hello", nmae="x"),  # type: ignore[call-arg]
+    "ui_resource()": lambda mcp: mcp.ui_resource("ui://hello", nmae="x")(_hello),  # type: ignore[call-arg]
+    "prompt()": lambda mcp: mcp.prompt(nmae="x")(_hello),  # type: ignore[call-overload]
+    "add_prompt": lambda mcp: mcp.add_prompt(_hello, nmae="x"),  # type: ignore[call-arg]
 }
 
 

@@ -17,7 +17,7 @@ from flask_mcp import MCP, Context
 from flask_mcp.testing import MCPTestClient, sse_event_id
 
 LEGACY = "2025-11-25"
-ASKS = {"elicitation": {}}  # a client that can be asked: its calls are answered on a stream
+ASKS: dict[str, Any] = {"elicitation": {}}  # a client that can be asked: its calls are answered on a stream
 
 
 def build_app(**config: Any) -> Flask:

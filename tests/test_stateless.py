@@ -170,7 +170,7 @@ def test_missing_client_capabilities_in_meta_is_invalid_params(client: MCPTestCl
 
 
 def test_client_capabilities_that_are_not_an_object_are_invalid_params(client: MCPTestClient) -> None:
-    assert_error(send(client, "tools/list", meta_value=meta(**{CAPS: ["sampling"]})), 400, -32602)
+    assert_error(send(client, "tools/list", meta_value=meta(V, **{CAPS: ["sampling"]})), 400, -32602)
 
 
 def test_request_without_client_info_is_still_served(client: MCPTestClient) -> None:

@@ -33,7 +33,7 @@ from flask_mcp.tools import Tool
 
 MakeClient = Callable[..., MCPTestClient]
 TASKS = "io.modelcontextprotocol/tasks"
-WITH_TASKS = {"elicitation": {}, "extensions": {TASKS: {}}}
+WITH_TASKS: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS: {}}}
 LEGACY = ALL_VERSIONS[1:]
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -427,7 +427,7 @@ def test_a_task_belongs_to_the_principal_that_created_it() -> None:
     store.create(record)
 
     def get(principal: str | None) -> dict[str, Any]:
-        caps = {"extensions": {TASKS: {}}}
+        caps: dict[str, Any] = {"extensions": {TASKS: {}}}
         request = RequestInfo(REVISIONS["2026-07-28"], "tasks/get", {"taskId": record.task_id}, {},
                               client_capabilities=caps, principal=principal)
         return tasks.get(request)

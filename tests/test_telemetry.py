@@ -108,7 +108,7 @@ def _one(spans: InMemorySpanExporter, name: str) -> ReadableSpan:
 
 def _operation_points(reader: InMemoryMetricReader) -> list[Any]:
     data = reader.get_metrics_data()
-    points = []
+    points: list[Any] = []
     for resource in data.resource_metrics if data else []:
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
@@ -131,7 +131,8 @@ def test_tool_call_span_and_the_tools_own_span_beneath(
     assert attributes["gen_ai.tool.name"] == "get_weather"
     assert attributes["gen_ai.operation.name"] == "execute_tool"
     assert attributes["mcp.protocol.version"] == version
-    assert attributes["jsonrpc.request.id"].isdigit()
+    request_id = attributes["jsonrpc.request.id"]
+    assert isinstance(request_id, str) and request_id.isdigit()
     assert ("mcp.session.id" in attributes) is (version != "2026-07-28")
     if version != "2026-07-28":
         assert attributes["mcp.session.id"] == client.session_id
@@ -264,6 +265,7 @@ def test_session_duration_on_delete(app: Flask, make_client: MakeClient, reader:
     client = connect(make_client, app, "2025-11-25")
     assert client.delete().status_code == 200
     data = reader.get_metrics_data()
+    assert data is not None
     names = {m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
     assert "mcp.server.session.duration" in names
 

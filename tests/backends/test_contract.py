@@ -149,7 +149,7 @@ def test_an_unknown_session_id_reads_as_none(case: Case) -> None:
 def test_touch_refreshes_a_live_session_and_reports_unknown_ones(case: Case) -> None:
     session = full_session()
     case.backend.sessions.create(session)
-    touch = case.backend.sessions.touch  # type: ignore[attr-defined]
+    touch = case.backend.sessions.touch
 
     assert touch(session.id) is True
     assert touch("no-such-session") is False
@@ -189,7 +189,7 @@ def test_touch_keeps_a_session_alive(case: Case) -> None:
     clock = case.clock_
     session = full_session()
     case.backend.sessions.create(session)
-    touch = case.backend.sessions.touch  # type: ignore[attr-defined]
+    touch = case.backend.sessions.touch
 
     clock.advance(TIMEOUT - 1)
     assert touch(session.id) is True

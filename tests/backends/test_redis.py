@@ -107,7 +107,7 @@ def test_redis_at_a_closed_port_is_unavailable_quickly(tmp_path: Path) -> None:
         lambda: backend.sessions.get("x"),
         lambda: backend.sessions.save(full_session()),
         lambda: backend.sessions.delete("x"),
-        lambda: backend.sessions.touch("x"),  # type: ignore[attr-defined]
+        lambda: backend.sessions.touch("x"),
         lambda: backend.bus.publish("c", {}),  # type: ignore[union-attr]
         lambda: backend.bus.subscribe(["c"]),  # type: ignore[union-attr]
         backend.check,

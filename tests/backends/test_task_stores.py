@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +85,14 @@ def full_record(ttl_ms: int | None = 60_000) -> TaskRecord:
     )
 
 
+def asking(key: str) -> Callable[[TaskRecord], bool]:
+    """An update that adds ``key`` to the record's ``asked`` (and is stored)."""
+    def change(record: TaskRecord) -> bool:
+        record.asked.append(key)
+        return True
+    return change
+
+
 def test_a_created_record_reads_back_with_every_field(case: Case) -> None:
     record = full_record()
     case.store.create(record)
@@ -125,7 +133,7 @@ def test_concurrent_updates_from_threads_are_all_applied(case: Case) -> None:
 
     def add(n: int) -> None:
         for i in range(15):
-            case.store.update(record.task_id, lambda r, key=f"{n}-{i}": r.asked.append(key) is None)
+            case.store.update(record.task_id, asking(f"{n}-{i}"))
 
     threads = [threading.Thread(target=add, args=(n,)) for n in range(4)]
     for thread in threads:
@@ -148,7 +156,7 @@ def test_updates_from_another_process_interleave_without_losing_any(case: Case) 
     )
     child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     for i in range(30):
-        case.store.update(record.task_id, lambda r, i=i: r.asked.append(f"parent-{i}") is None)
+        case.store.update(record.task_id, asking(f"parent-{i}"))
     assert child.wait(timeout=30) == 0
     stored = case.store.get(record.task_id)
     assert stored is not None and len(stored.asked) == 60
@@ -194,7 +202,12 @@ def test_redis_gives_the_key_the_task_ttl_and_updates_keep_it(case: Case) -> Non
     case.store.create(record)
     key = case.store.key_prefix + record.task_id
     assert 0 < case.redis_client.pttl(key) <= 60_000
-    case.store.update(record.task_id, lambda r: setattr(r, "status", "working") is None)
+
+    def working(current: TaskRecord) -> bool:
+        current.status = "working"
+        return True
+
+    case.store.update(record.task_id, working)
     assert 0 < case.redis_client.pttl(key) <= 60_000
 
 

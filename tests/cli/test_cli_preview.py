@@ -23,6 +23,7 @@ import requests
 from chromium import Browser, Page, headless_chromium
 from cli_app import create_app
 
+from flask_mcp import MCP
 from flask_mcp.cli.endpoint import Caller
 from flask_mcp.cli.preview import PreviewServer
 
@@ -35,8 +36,9 @@ TIMEOUT = 20.0
 
 def _run(*args: str) -> Any:
     app = create_app()
+    mcp: MCP = app.extensions["mcp"].extension
 
-    @app.extensions["mcp"].extension.resource("ui://cli/plain", mime_type="text/html")
+    @mcp.resource("ui://cli/plain", mime_type="text/html")
     def plain() -> str:
         return "<p>not a view</p>"
 
@@ -83,7 +85,9 @@ def test_the_host_page_carries_the_view_the_linked_tools_and_the_call(preview: P
     page = requests.get(preview.url, timeout=TIMEOUT)
     assert page.status_code == 200
     assert page.headers["Content-Type"] == "text/html; charset=utf-8"
-    config = json.loads(re.search(r'<script id="config" type="application/json">(.*?)</script>', page.text).group(1))
+    found = re.search(r'<script id="config" type="application/json">(.*?)</script>', page.text)
+    assert found, page.text
+    config = json.loads(found.group(1))
     assert config["uri"] == "ui://cli/counter"
     assert config["viewUrl"] == preview.view_url
     assert config["linkedTools"] == ["count", "model_only"]

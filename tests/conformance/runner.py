@@ -84,7 +84,8 @@ def suite_home() -> Path:
 def _installed(home: Path) -> bool:
     manifest = home / "node_modules" / SUITE / "package.json"
     try:
-        return json.loads(manifest.read_text())["version"] == pinned_version()
+        installed: str = json.loads(manifest.read_text())["version"]
+        return installed == pinned_version()
     except (OSError, ValueError, KeyError):
         return False
 

@@ -18,6 +18,7 @@ from auth_servers import AuthServer
 from conftest import GunicornServer, validate_message
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 pytestmark = pytest.mark.e2e
 
@@ -90,7 +91,9 @@ async def _session(url: str, mode: str, token: str, recorder: Recorder, **header
             outcome: dict[str, Any] = {"version": client.protocol_version}
             outcome["tools"] = {tool.name for tool in (await client.list_tools()).tools}
             outcome["whoami"] = (await client.call_tool("whoami", {})).structured_content
-            outcome["read"] = (await client.call_tool("read_file", {"path": "notes.txt"})).content[0].text
+            read = (await client.call_tool("read_file", {"path": "notes.txt"})).content[0]
+            assert isinstance(read, TextContent), read
+            outcome["read"] = read.text
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("purge", {})
             outcome["refused"] = str(refused.value)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from conftest import ROOT, GunicornServer, unavailable
@@ -89,7 +90,7 @@ def test_runner_fails_on_a_failure_the_baseline_does_not_list(
 # ---------------------------------------------------------------- the runner's own logic, without npm
 
 
-def load_runner():  # type: ignore[no-untyped-def]
+def load_runner() -> ModuleType:
     spec = importlib.util.spec_from_file_location("conformance_runner", RUNNER)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -446,7 +447,7 @@ def test_half_requests_trickling_at_nginx_leave_health_and_tool_calls_answered_w
             trickle.next_round()
             health.append(timed(lambda: requests.get(stack.url + "/health", verify=str(stack.certificate.ca),
                                                      timeout=5).raise_for_status()))
-            calls.append(timed(lambda n=number: call_tool(stack, "greet", {"name": "slow"}, f"slow-{n}", timeout=5)))
+            calls.append(timed(partial(call_tool, stack, "greet", {"name": "slow"}, f"slow-{number}", timeout=5)))
         trickle.next_round()
         dropped = SLOW_CLIENTS - len(trickle.sockets)
         assert dropped == 0, f"nginx dropped {dropped} slow connections while the checks ran"

@@ -85,7 +85,7 @@ def run(coro: Awaitable[T]) -> T:
 async def client(url: str, token: str, mode: str) -> AsyncIterator[Client]:
     """The official client with a bearer token (its response cache off: every call reaches the server)."""
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=20) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as c:  # type: ignore[arg-type]
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as c:
             yield c
 
 

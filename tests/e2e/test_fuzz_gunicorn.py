@@ -126,7 +126,7 @@ def seeds(sessions: dict[str, str]) -> list[tuple[dict[str, Any], dict[str, str]
                {**META, "io.modelcontextprotocol/logLevel": "debug"}),
         modern(call, {"name": "test_error_handling", "arguments": {}}, "test_error_handling"),
         modern(call, {"name": "test_x_mcp_header", "arguments": {"region": "eu"}}, "test_x_mcp_header",
-               **{"Mcp-Param-Region": "eu"}),
+               META, **{"Mcp-Param-Region": "eu"}),
         modern(call, {"name": "test_elicitation", "arguments": {"message": "hi"}}, "test_elicitation",
                {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}),
         modern("resources/list", {}),

@@ -157,6 +157,7 @@ def test_a_host_connects_with_the_members_sign_in_then_is_disconnected(
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+    from pydantic import AnyUrl
 
     client_id = site.add_client("sdk-host", client_name="SDK Test Host")
     base = members_server.url.removesuffix("/mcp")
@@ -179,7 +180,7 @@ def test_a_host_connects_with_the_members_sign_in_then_is_disconnected(
 
     provider = OAuthClientProvider(
         server_url=members_server.url,
-        client_metadata=OAuthClientMetadata(redirect_uris=[site.redirect_uri], client_name="SDK Test Host",
+        client_metadata=OAuthClientMetadata(redirect_uris=[AnyUrl(site.redirect_uri)], client_name="SDK Test Host",
                                             grant_types=["authorization_code", "refresh_token"],
                                             token_endpoint_auth_method="none"),
         storage=host,

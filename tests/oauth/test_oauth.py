@@ -8,7 +8,7 @@ import importlib.util
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +18,7 @@ from conftest import ROOT
 from flask import Flask
 from flask.testing import FlaskClient
 from oauth_fixtures import ClientSite, pkce
+from werkzeug.test import TestResponse
 
 pytest.importorskip("authlib")
 from flask_mcp.oauth import oauth_server  # noqa: E402
@@ -32,7 +33,7 @@ def _example() -> Any:
     return module
 
 
-create_app = _example().create_app
+create_app: Callable[[dict[str, Any]], Flask] = _example().create_app
 
 RESOURCE = "http://localhost/mcp"
 
@@ -111,8 +112,15 @@ def consent(browser: FlaskClient, params: dict[str, str], decision: str = "allow
     return {k: v[0] for k, v in parse_qs(location.query).items()}
 
 
-def exchange(client: FlaskClient, **form: str) -> Any:
+def exchange(client: FlaskClient, **form: str) -> TestResponse:
     return client.post("/oauth/token", data={"grant_type": "authorization_code", "resource": RESOURCE, **form})
+
+
+def json_of(response: TestResponse) -> Any:
+    """The response's JSON body; the test fails here when it has none."""
+    body = response.json
+    assert body is not None, response.data
+    return body
 
 
 def get_code(browser: FlaskClient, site: ClientSite, client_id: str) -> tuple[str, str]:
@@ -122,7 +130,9 @@ def get_code(browser: FlaskClient, site: ClientSite, client_id: str) -> tuple[st
     return answer["code"], verifier
 
 
-def call(client: FlaskClient, token: str, method: str = "tools/list", params: dict[str, Any] | None = None) -> Any:
+def call(
+    client: FlaskClient, token: str, method: str = "tools/list", params: dict[str, Any] | None = None
+) -> TestResponse:
     """A stateless (2026-07-28) request with the bearer token."""
     params = dict(params or {})
     params["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -140,12 +150,12 @@ def call(client: FlaskClient, token: str, method: str = "tools/list", params: di
 
 def test_metadata_names_the_app_as_its_own_authorization_server(app: Flask) -> None:
     client = app.test_client()
-    server = client.get("/.well-known/oauth-authorization-server").json
+    server = json_of(client.get("/.well-known/oauth-authorization-server"))
     assert server["issuer"] == "http://localhost"
     assert server["token_endpoint"] == "http://localhost/oauth/token"
     assert server["code_challenge_methods_supported"] == ["S256"]
     assert server["client_id_metadata_document_supported"] is True
-    resource = client.get("/.well-known/oauth-protected-resource/mcp").json
+    resource = json_of(client.get("/.well-known/oauth-protected-resource/mcp"))
     assert resource["authorization_servers"] == ["http://localhost"]
     assert "books:read" in resource["scopes_supported"]
 
@@ -180,26 +190,26 @@ def test_code_token_tools_refresh_rotation_and_reuse_detection(browser: FlaskCli
     api = browser.application.test_client()
     tokens = exchange(api, code=code, code_verifier=verifier, client_id=client_id, redirect_uri=site.redirect_uri)
     assert tokens.status_code == 200, tokens.data
-    first = tokens.json
+    first = json_of(tokens)
     assert first["token_type"].lower() == "bearer" and first["refresh_token"]
     answer = call(api, first["access_token"], "tools/call", {"name": "whoami", "arguments": {}})
     assert answer.status_code == 200, answer.data
-    assert answer.json["result"]["content"][0]["text"] == "alice"
+    assert json_of(answer)["result"]["content"][0]["text"] == "alice"
 
     refreshed = api.post("/oauth/token", data={"grant_type": "refresh_token", "client_id": client_id,
                                                "refresh_token": first["refresh_token"], "resource": RESOURCE})
     assert refreshed.status_code == 200, refreshed.data
-    second = refreshed.json
+    second = json_of(refreshed)
     assert second["refresh_token"] != first["refresh_token"]
     assert call(api, second["access_token"]).status_code == 200
 
     # The rotated refresh token used again: refused, and the whole family is revoked.
     reused = api.post("/oauth/token", data={"grant_type": "refresh_token", "client_id": client_id,
                                             "refresh_token": first["refresh_token"]})
-    assert reused.status_code == 400 and reused.json["error"] == "invalid_grant"
+    assert reused.status_code == 400 and json_of(reused)["error"] == "invalid_grant"
     refused = call(api, second["access_token"])
     assert refused.status_code == 401
-    assert "revoked" in refused.json["error"]["message"]
+    assert "revoked" in json_of(refused)["error"]["message"]
 
 
 def test_denying_consent_sends_access_denied(browser: FlaskClient, site: ClientSite) -> None:
@@ -212,8 +222,8 @@ def test_revocation_endpoint_stops_the_token(browser: FlaskClient, site: ClientS
     client_id = site.add_client("host")
     code, verifier = get_code(browser, site, client_id)
     api = browser.application.test_client()
-    access = exchange(api, code=code, code_verifier=verifier, client_id=client_id,
-                      redirect_uri=site.redirect_uri).json["access_token"]
+    access = json_of(exchange(api, code=code, code_verifier=verifier, client_id=client_id,
+                              redirect_uri=site.redirect_uri))["access_token"]
     assert call(api, access).status_code == 200
     revoked = api.post("/oauth/revoke", data={"token": access, "client_id": client_id})
     assert revoked.status_code == 200
@@ -224,8 +234,8 @@ def test_user_sees_and_disconnects_a_client(browser: FlaskClient, site: ClientSi
     client_id = site.add_client("host", client_name="Desk Agent")
     code, verifier = get_code(browser, site, client_id)
     api = browser.application.test_client()
-    access = exchange(api, code=code, code_verifier=verifier, client_id=client_id,
-                      redirect_uri=site.redirect_uri).json["access_token"]
+    access = json_of(exchange(api, code=code, code_verifier=verifier, client_id=client_id,
+                              redirect_uri=site.redirect_uri))["access_token"]
     server = oauth_server(browser.application)
     assert [c.client_id for c in server.connections("alice")] == [client_id]
     page = browser.get("/oauth/connections")
@@ -261,7 +271,7 @@ def test_token_refuses_a_wrong_code_verifier(browser: FlaskClient, site: ClientS
     code, _ = get_code(browser, site, client_id)
     response = exchange(browser.application.test_client(), code=code, code_verifier=pkce()[0],
                         client_id=client_id, redirect_uri=site.redirect_uri)
-    assert response.status_code == 400 and response.json["error"] == "invalid_grant"
+    assert response.status_code == 400 and json_of(response)["error"] == "invalid_grant"
 
 
 def test_authorize_refuses_an_unregistered_redirect_uri_without_redirecting(
@@ -270,7 +280,7 @@ def test_authorize_refuses_an_unregistered_redirect_uri_without_redirecting(
     response = browser.get("/oauth/authorize", query_string=params)
     assert response.status_code == 400
     assert "Location" not in response.headers
-    assert response.json["error"] == "invalid_request"
+    assert json_of(response)["error"] == "invalid_request"
 
 
 def test_token_refuses_a_mismatched_redirect_uri(browser: FlaskClient, site: ClientSite) -> None:
@@ -279,7 +289,7 @@ def test_token_refuses_a_mismatched_redirect_uri(browser: FlaskClient, site: Cli
     code, verifier = get_code(browser, site, client_id)
     response = exchange(browser.application.test_client(), code=code, code_verifier=verifier,
                         client_id=client_id, redirect_uri=other)
-    assert response.status_code == 400 and response.json["error"] == "invalid_grant"
+    assert response.status_code == 400 and json_of(response)["error"] == "invalid_grant"
 
 
 def test_a_code_works_once(browser: FlaskClient, site: ClientSite) -> None:
@@ -289,7 +299,7 @@ def test_a_code_works_once(browser: FlaskClient, site: ClientSite) -> None:
     form = {"code": code, "code_verifier": verifier, "client_id": client_id, "redirect_uri": site.redirect_uri}
     assert exchange(api, **form).status_code == 200
     again = exchange(api, **form)
-    assert again.status_code == 400 and again.json["error"] == "invalid_grant"
+    assert again.status_code == 400 and json_of(again)["error"] == "invalid_grant"
 
 
 def test_a_code_is_refused_to_another_client(browser: FlaskClient, site: ClientSite) -> None:
@@ -298,7 +308,7 @@ def test_a_code_is_refused_to_another_client(browser: FlaskClient, site: ClientS
     code, verifier = get_code(browser, site, victim)
     response = exchange(browser.application.test_client(), code=code, code_verifier=verifier,
                         client_id=thief, redirect_uri=site.redirect_uri)
-    assert response.status_code == 400 and response.json["error"] == "invalid_grant"
+    assert response.status_code == 400 and json_of(response)["error"] == "invalid_grant"
 
 
 def test_a_token_for_another_resource_is_refused(browser: FlaskClient, site: ClientSite) -> None:
@@ -311,7 +321,7 @@ def test_a_token_for_another_resource_is_refused(browser: FlaskClient, site: Cli
     code, verifier = get_code(browser, site, client_id)
     refused = exchange(browser.application.test_client(), code=code, code_verifier=verifier, client_id=client_id,
                        redirect_uri=site.redirect_uri, resource=other)
-    assert refused.status_code == 400 and refused.json["error"] == "invalid_target"
+    assert refused.status_code == 400 and json_of(refused)["error"] == "invalid_target"
 
 
 def test_authorize_refuses_a_scope_the_server_does_not_offer(browser: FlaskClient, site: ClientSite) -> None:
@@ -338,8 +348,8 @@ def test_a_metadata_document_on_a_private_address_is_not_fetched(browser: FlaskC
     response = browser.get("/oauth/authorize", query_string=authorize_params(client_id, pkce()[1],
                                                                              site.redirect_uri))
     assert response.status_code == 400
-    assert response.json["error"] == "invalid_client"
-    assert "private or internal address" in response.json["error_description"]
+    assert json_of(response)["error"] == "invalid_client"
+    assert "private or internal address" in json_of(response)["error_description"]
 
 
 def test_loopback_documents_need_the_test_only_setting(tmp_path: Path, site: ClientSite) -> None:
@@ -349,7 +359,7 @@ def test_loopback_documents_need_the_test_only_setting(tmp_path: Path, site: Cli
     client_id = site.add_client("host")
     response = browser.get("/oauth/authorize", query_string=authorize_params(client_id, pkce()[1],
                                                                              site.redirect_uri))
-    assert response.status_code == 400 and response.json["error"] == "invalid_client"
+    assert response.status_code == 400 and json_of(response)["error"] == "invalid_client"
     assert site.fetches == 0
 
 
@@ -376,21 +386,21 @@ def test_mcp_oauth_needs_mcp_auth(tmp_path: Path, site: ClientSite) -> None:
 
 def test_dynamic_registration_is_off_unless_configured(app: Flask) -> None:
     client = app.test_client()
-    assert "registration_endpoint" not in client.get("/.well-known/oauth-authorization-server").json
+    assert "registration_endpoint" not in json_of(client.get("/.well-known/oauth-authorization-server"))
     assert client.post("/oauth/register", json={"redirect_uris": ["https://host.example/cb"]}).status_code == 404
 
 
 def test_a_dynamically_registered_public_client_completes_the_flow(tmp_path: Path, site: ClientSite) -> None:
     app = make_app(tmp_path, site, MCP_OAUTH_DYNAMIC_REGISTRATION=True)
     api = app.test_client()
-    metadata = api.get("/.well-known/oauth-authorization-server").json
+    metadata = json_of(api.get("/.well-known/oauth-authorization-server"))
     assert metadata["registration_endpoint"] == "http://localhost/oauth/register"
     registered = api.post("/oauth/register", json={
         "client_name": "Registered Host", "redirect_uris": [site.redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
         "token_endpoint_auth_method": "none"})
     assert registered.status_code == 201, registered.data
-    body = registered.json
+    body = json_of(registered)
     assert "client_secret" not in body and body["token_endpoint_auth_method"] == "none"
     client_id = body["client_id"]
 
@@ -404,7 +414,7 @@ def test_a_dynamically_registered_public_client_completes_the_flow(tmp_path: Pat
     code, verifier = get_code(browser, site, client_id)
     tokens = exchange(api, code=code, code_verifier=verifier, client_id=client_id, redirect_uri=site.redirect_uri)
     assert tokens.status_code == 200, tokens.data
-    assert call(api, tokens.json["access_token"]).status_code == 200
+    assert call(api, json_of(tokens)["access_token"]).status_code == 200
 
 
 @pytest.mark.parametrize("metadata", [
@@ -416,7 +426,7 @@ def test_dynamic_registration_refuses_what_it_cannot_serve(tmp_path: Path, site:
     app = make_app(tmp_path, site, MCP_OAUTH_DYNAMIC_REGISTRATION=True)
     response = app.test_client().post("/oauth/register", json=metadata)
     assert response.status_code == 400
-    assert response.json["error"] == "invalid_client_metadata"
+    assert json_of(response)["error"] == "invalid_client_metadata"
 
 
 def test_an_oversized_or_mismatched_metadata_document_is_refused(browser: FlaskClient, site: ClientSite) -> None:
@@ -428,8 +438,8 @@ def test_an_oversized_or_mismatched_metadata_document_is_refused(browser: FlaskC
         response = browser.get("/oauth/authorize", query_string=authorize_params(client_id, pkce()[1],
                                                                                  site.redirect_uri))
         assert response.status_code == 400
-        assert response.json["error"] == "invalid_client"
-        assert reason in response.json["error_description"]
+        assert json_of(response)["error"] == "invalid_client"
+        assert reason in json_of(response)["error_description"]
 
 
 def test_one_client_cannot_revoke_another_clients_token(browser: FlaskClient, site: ClientSite) -> None:
@@ -437,8 +447,8 @@ def test_one_client_cannot_revoke_another_clients_token(browser: FlaskClient, si
     other = site.add_client("other")
     code, verifier = get_code(browser, site, client_id)
     api = browser.application.test_client()
-    access = exchange(api, code=code, code_verifier=verifier, client_id=client_id,
-                      redirect_uri=site.redirect_uri).json["access_token"]
+    access = json_of(exchange(api, code=code, code_verifier=verifier, client_id=client_id,
+                              redirect_uri=site.redirect_uri))["access_token"]
     api.post("/oauth/revoke", data={"token": access, "client_id": other})
     assert call(api, access).status_code == 200
 

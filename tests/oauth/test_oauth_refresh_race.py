@@ -13,10 +13,12 @@ import test_oauth
 from flask import Flask
 from flask.testing import FlaskClient
 from oauth_fixtures import ClientSite
-from test_oauth import RESOURCE, call, exchange, get_code
+from test_oauth import RESOURCE, call, exchange, get_code, json_of
+from werkzeug.test import TestResponse
 
 from flask_mcp.auth import token_hash
 from flask_mcp.oauth import TokenRecord, oauth_server
+from flask_mcp.oauth.store import OAuthStore
 
 # The OAuth tests' fixtures: the example app on SQLite and on Redis, a signed-in browser, the client's site.
 app, browser, site = test_oauth.app, test_oauth.browser, test_oauth.site
@@ -28,10 +30,10 @@ def _first_tokens(browser: FlaskClient, site: ClientSite) -> tuple[str, dict[str
     tokens = exchange(browser.application.test_client(), code=code, code_verifier=verifier, client_id=client_id,
                       redirect_uri=site.redirect_uri)
     assert tokens.status_code == 200, tokens.data
-    return client_id, tokens.json
+    return client_id, json_of(tokens)
 
 
-def _refresh(app: Flask, client_id: str, refresh_token: str) -> Any:
+def _refresh(app: Flask, client_id: str, refresh_token: str) -> TestResponse:
     return app.test_client().post("/oauth/token", data={
         "grant_type": "refresh_token", "client_id": client_id, "refresh_token": refresh_token, "resource": RESOURCE})
 
@@ -40,7 +42,7 @@ def test_two_racing_refreshes_with_one_token_give_one_pair_and_revoke_the_family
         browser: FlaskClient, site: ClientSite) -> None:
     app = browser.application
     client_id, first = _first_tokens(browser, site)
-    store = oauth_server(app).store
+    store: OAuthStore = oauth_server(app).store
     # Hold both requests right after they read the (not yet rotated) record, so
     # both pass the read-time check: only the atomic claim can tell them apart.
     both_read = threading.Barrier(2, timeout=10)
@@ -80,10 +82,10 @@ def test_two_racing_refreshes_with_one_token_give_one_pair_and_revoke_the_family
     api = app.test_client()
     for access in (winner["access_token"], first["access_token"]):
         refused = call(api, access)
-        assert refused.status_code == 401 and "revoked" in refused.json["error"]["message"]
+        assert refused.status_code == 401 and "revoked" in json_of(refused)["error"]["message"]
     for refresh in (winner["refresh_token"], first["refresh_token"]):
         again = _refresh(app, client_id, refresh)
-        assert again.status_code == 400 and again.json["error"] == "invalid_grant"
+        assert again.status_code == 400 and json_of(again)["error"] == "invalid_grant"
 
 
 def test_a_refresh_token_is_claimed_once(browser: FlaskClient, site: ClientSite) -> None:
@@ -110,7 +112,7 @@ def test_a_refresh_with_an_expired_token_is_invalid_grant(browser: FlaskClient, 
     store = oauth_server(browser.application).store
     _expired_record(store, client_id, "expired-refresh-token")
     answer = _refresh(browser.application, client_id, "expired-refresh-token")
-    assert answer.status_code == 400 and answer.json["error"] == "invalid_grant", answer.data
+    assert answer.status_code == 400 and json_of(answer)["error"] == "invalid_grant", answer.data
 
 
 def test_a_token_whose_redis_hash_expired_is_invalid_grant_and_stays_gone(
@@ -129,7 +131,7 @@ def test_a_token_whose_redis_hash_expired_is_invalid_grant_and_stays_gone(
     redis.delete(token_key)  # what the TTL does
     assert redis.exists(store._key("refresh", record.refresh_hash))
     answer = _refresh(browser.application, client_id, "half-expired-refresh-token")
-    assert answer.status_code == 400 and answer.json["error"] == "invalid_grant", answer.data
+    assert answer.status_code == 400 and json_of(answer)["error"] == "invalid_grant", answer.data
     assert store.claim_rotation(record.refresh_hash) is False
     store.revoke_family(record.family)
     assert not redis.exists(token_key)

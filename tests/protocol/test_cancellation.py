@@ -171,6 +171,7 @@ def test_cancellations_are_heard_again_once_a_failed_backend_is_back(tmp_path: P
     server = start_redis_server(port, why="the test stops and restarts its own")
     url = f"redis://127.0.0.1:{port}/0"
     listening = open_backend(url, timeout=60, instance_path=str(tmp_path))
+    assert listening.bus is not None  # a redis:// backend has a bus
     cancellations = Cancellations(listening.bus, interval=0.05)
     try:
         watch = cancellations.watch("session-1", "call-1")
@@ -179,6 +180,7 @@ def test_cancellations_are_heard_again_once_a_failed_backend_is_back(tmp_path: P
         server = start_redis_server(port, why="the test stops and restarts its own")
         deadline = time.monotonic() + 5
         sender = open_backend(url, timeout=60, instance_path=str(tmp_path))
+        assert sender.bus is not None
         try:
             while not watch.is_cancelled() and time.monotonic() < deadline:
                 Cancellations(sender.bus).publish("session-1", "call-1")  # until the reader is back

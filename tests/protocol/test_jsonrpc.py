@@ -110,7 +110,7 @@ def test_empty_body_is_a_parse_error(body: bytes) -> None:
 def test_malformed_json_is_a_parse_error(body: bytes) -> None:
     with pytest.raises(ParseError) as info:
         jsonrpc.parse_body(body)
-    assert info.value.code == ErrorCode.PARSE_ERROR == -32700
+    assert info.value.code == ErrorCode.PARSE_ERROR and int(info.value.code) == -32700
     assert info.value.http_status == 400
 
 

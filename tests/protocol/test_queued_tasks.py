@@ -21,9 +21,10 @@ from flask_mcp.protocol.request_info import RequestInfo
 from flask_mcp.protocol.task_records import TaskRecord
 from flask_mcp.testing import MCPTestClient
 
-task_celery = pytest.importorskip("flask_mcp.task_celery", reason="the celery extra is not installed")
+pytest.importorskip("flask_mcp.task_celery", reason="the celery extra is not installed")
+from flask_mcp import task_celery  # noqa: E402
 
-WITH_TASKS = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+WITH_TASKS: dict[str, Any] = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 DEADLINE = 5.0
 
