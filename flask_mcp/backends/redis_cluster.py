@@ -256,9 +256,7 @@ class ClusterMessageBus:
             if pool is None:
                 own = self.client.get_redis_connection(node).connection_pool
                 kwargs = {k: v for k, v in own.connection_kwargs.items() if "maint_notifications" not in k}
-                pool = redis.ConnectionPool(
-                    connection_class=own.connection_class, max_connections=2**31 - 1, **kwargs
-                )
+                pool = redis.ConnectionPool(connection_class=own.connection_class, max_connections=2**31 - 1, **kwargs)
                 self._pools[node.name] = pool
             return pool
 
@@ -348,7 +346,10 @@ def backend_from_client(
 def adopt(cluster: RedisCluster, options: BackendOptions) -> Backend:
     """A backend over the app's own cluster client (left open at close)."""
     return backend_from_client(
-        ClusterClient.wrap(cluster), timeout=options.timeout, io_timeout=options.io_timeout, owned=False,
+        ClusterClient.wrap(cluster),
+        timeout=options.timeout,
+        io_timeout=options.io_timeout,
+        owned=False,
         retention=options.retention,
     )
 
@@ -371,8 +372,12 @@ def rate_limit_storage(client: ClusterClient, key_prefix: str) -> Any:
     from limits.storage import storage_from_string
 
     cluster = client.cluster
-    skipped = ("redis_connect_func", "connection_pool", "oss_cluster_maint_notifications_handler",
-               "maint_notifications_config")
+    skipped = (
+        "redis_connect_func",
+        "connection_pool",
+        "oss_cluster_maint_notifications_handler",
+        "maint_notifications_config",
+    )
     kwargs = {k: v for k, v in cluster.nodes_manager.connection_kwargs.items() if k not in skipped}
     primaries: list[ClusterNode] = cluster.get_primaries()  # type: ignore[no-untyped-call]
     kwargs["startup_nodes"] = [ClusterNode(node.host, node.port) for node in primaries]  # type: ignore[no-untyped-call]
