@@ -1,0 +1,256 @@
+"""What a Redis Cluster changes (flask_mcp/backends/redis_cluster.py), on real
+cluster nodes this module starts on free loopback ports: the URL form, a
+session's keys in one slot, sharded pub/sub, keys counted on every node, no
+per-process copies, rate-limit counters in the cluster, an app's own
+``RedisCluster``, and a node going down answering 503, never 500. The
+contract every backend meets runs on a cluster in tests/test_backends.py and
+tests/test_task_stores.py; two hosts on a cluster in tests/test_e2e_multihost.py."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from conftest import JSON_HEADERS
+from flask import Flask
+from redis.cluster import ClusterNode, RedisCluster
+from redis_server import RedisClusterNodes, shared_cluster
+
+from flask_mcp import MCP
+from flask_mcp.backends import BackendUnavailable, open_backend
+from flask_mcp.backends.redis_cluster import SCHEMES, ClusterSessionStore, parse_cluster_url
+from flask_mcp.protocol.session import Session
+
+LEGACY = "2025-06-18"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "cluster", "version": "1"}},
+}
+
+
+@pytest.fixture
+def cluster_url() -> str:
+    return shared_cluster().url
+
+
+@pytest.fixture
+def raw(cluster_url: str) -> Iterator[RedisCluster]:
+    """A plain redis-py cluster client, to look at what the backend wrote."""
+    nodes, _ = parse_cluster_url(cluster_url)
+    client = RedisCluster(startup_nodes=nodes, socket_timeout=5)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def make_app(backend: object, folder: Path, **config: Any) -> Flask:
+    app = Flask("cluster", instance_path=str(folder))
+    app.config.update(TESTING=True, MCP_BACKEND=backend, **config)
+    mcp = MCP(app, name="cluster", version="1.0")
+
+    @mcp.tool(rate_limit="3/minute")
+    def limited() -> str:
+        """Three calls a minute per caller."""
+        return "ok"
+
+    return app
+
+
+# ------------------------------------------------------------------ the URL
+
+
+def test_the_url_names_every_startup_node_and_takes_redis_py_options() -> None:
+    nodes, options = parse_cluster_url("redis+cluster://user:s3cret@h1:7000,h2:7001,[::1]:7002/?socket_keepalive=yes")
+    assert [(n.host, n.port) for n in nodes] == [("h1", 7000), ("h2", 7001), ("::1", 7002)]
+    assert options["username"] == "user" and options["password"] == "s3cret"
+    assert options["socket_keepalive"] is True
+    _, tls = parse_cluster_url("rediss+cluster://h1:7000")
+    assert tls["connection_class"] is redis.SSLConnection
+    nodes, _ = parse_cluster_url("redis+cluster://cache.example")
+    assert [(n.host, n.port) for n in nodes] == [("cache.example", 6379)]
+    assert set(SCHEMES) == {"redis+cluster", "rediss+cluster"}
+
+
+@pytest.mark.parametrize(
+    ("uri", "complaint"),
+    [
+        ("redis+cluster://h1:7000/3", "only database 0"),
+        ("redis+cluster://h1:7000,:7001", "has no host"),
+        ("redis+cluster://h1:notaport", "bad node"),
+    ],
+)
+def test_a_bad_cluster_url_is_refused_with_what_is_accepted(tmp_path: Path, uri: str, complaint: str) -> None:
+    with pytest.raises(ValueError, match=complaint) as refused:
+        open_backend(uri, timeout=60, instance_path=str(tmp_path))
+    assert "redis+cluster://host:port,host:port" in str(refused.value)
+
+
+def test_a_password_in_the_url_is_never_in_the_description(tmp_path: Path) -> None:
+    backend = open_backend("redis+cluster://:s3cret@127.0.0.1:1,127.0.0.1:2", timeout=60, instance_path=str(tmp_path))
+    assert "s3cret" not in backend.describe() and "127.0.0.1:1,127.0.0.1:2" in backend.describe()
+    backend.close()
+
+
+def test_an_app_starts_while_no_node_answers_and_requests_get_503(tmp_path: Path) -> None:
+    """Nothing connects until first use; then a quick 503 with a JSON-RPC error."""
+    started = time.monotonic()
+    backend = open_backend("redis+cluster://127.0.0.1:1,127.0.0.1:2", timeout=60, instance_path=str(tmp_path))
+    with pytest.raises(BackendUnavailable, match="127.0.0.1:1"):
+        backend.check()
+    app = make_app(backend, tmp_path)
+    response = app.test_client().post("/mcp", json=INITIALIZE, headers=JSON_HEADERS)
+    assert response.status_code == 503, response.get_data(as_text=True)[:500]
+    assert "error" in response.get_json()
+    assert time.monotonic() - started < 10
+    backend.close()
+
+
+# ------------------------------------------------------------------ layout
+
+
+def test_the_keys_of_one_session_share_a_slot(cluster_url: str, raw: RedisCluster, tmp_path: Path) -> None:
+    backend = open_backend(cluster_url, timeout=60, instance_path=str(tmp_path))
+    try:
+        session_ids = [uuid.uuid4().hex for _ in range(8)]
+        for session_id in session_ids:
+            backend.sessions.create(Session(id=session_id, protocol_version=LEGACY))
+            assert backend.events is not None
+            for stream in ("1", "2"):
+                backend.events.append(f"{session_id}/{stream}", 0, {"message": None, "final": False})
+        nodes = set()
+        for session_id in session_ids:
+            keys = [k.decode() for k in raw.scan_iter(match=f"flask-mcp:*{{{session_id}}}*")]
+            assert sorted(keys) == sorted(
+                [f"flask-mcp:session:{{{session_id}}}"] + [f"flask-mcp:stream:{{{session_id}}}/{s}" for s in "12"]
+            )
+            assert len({raw.keyslot(key) for key in keys}) == 1
+            nodes.add(raw.get_node_from_key(keys[0]).name)
+        assert len(nodes) > 1  # eight sessions spread over the nodes (8 on one of 3: about 1 in 2000)
+        assert backend.sessions.count().live >= 8  # type: ignore[attr-defined]  # SCAN on every node
+    finally:
+        for session_id in session_ids:
+            backend.sessions.delete(session_id)
+        backend.close()
+
+
+def test_the_bus_is_sharded_pub_sub(cluster_url: str, raw: RedisCluster, tmp_path: Path) -> None:
+    """SSUBSCRIBE on the node owning the channel, nothing in classic pub/sub."""
+    backend = open_backend(cluster_url, timeout=60, instance_path=str(tmp_path))
+    assert backend.bus is not None
+    channel = f"sharded-{uuid.uuid4().hex}"
+    name = "flask-mcp:bus:" + channel
+    try:
+        with backend.bus.subscribe([channel]) as subscription:
+            owner = raw.get_node_from_key(name)
+            shard_channels = raw.execute_command("PUBSUB SHARDCHANNELS", name, target_nodes=owner)
+            assert [c.decode() for c in shard_channels] == [name]
+            classic = raw.execute_command("PUBSUB CHANNELS", "flask-mcp:bus:*", target_nodes=RedisCluster.ALL_NODES)
+            assert not classic, classic  # merged over every node
+            backend.bus.publish(channel, {"n": 1})
+            assert subscription.get(5) == (channel, {"n": 1})
+    finally:
+        backend.close()
+
+
+def test_no_copy_of_a_session_outlives_a_change_made_elsewhere(
+    cluster_url: str, raw: RedisCluster, tmp_path: Path
+) -> None:
+    """No tracking cache on a cluster: another host's DELETE is seen at once."""
+    backend = open_backend(cluster_url, timeout=60, instance_path=str(tmp_path))
+    session_id = uuid.uuid4().hex
+    try:
+        assert isinstance(backend.sessions, ClusterSessionStore)
+        backend.sessions.create(Session(id=session_id, protocol_version=LEGACY))
+        for _ in range(3):
+            assert backend.sessions.get(session_id) is not None
+        raw.delete(f"flask-mcp:session:{{{session_id}}}")
+        assert backend.sessions.get(session_id) is None
+    finally:
+        backend.close()
+
+
+# ------------------------------------------------------------------ the app's own client, rate limits
+
+
+def test_an_app_provided_cluster_client_is_used_and_left_open(cluster_url: str, tmp_path: Path) -> None:
+    nodes, _ = parse_cluster_url(cluster_url)
+    client = RedisCluster(startup_nodes=[ClusterNode(n.host, n.port) for n in nodes], decode_responses=True)
+    backend = open_backend(client, timeout=60, instance_path=str(tmp_path))
+    session_id = uuid.uuid4().hex
+    try:
+        assert backend.describe().startswith("redis cluster 127.0.0.1:")
+        backend.check()
+        backend.sessions.create(Session(id=session_id, protocol_version=LEGACY, data={"k": "ü"}))
+        got = backend.sessions.get(session_id)
+        assert got is not None and got.data == {"k": "ü"}
+        assert client.exists(f"flask-mcp:session:{{{session_id}}}") == 1
+        assert backend.sessions.delete(session_id) is True
+    finally:
+        backend.close()
+    assert client.ping() is True  # not ours to close
+    client.close()
+
+
+def test_rate_limits_count_in_the_cluster_for_every_app_sharing_it(
+    cluster_url: str, raw: RedisCluster, tmp_path: Path
+) -> None:
+    """Two apps (two hosts, as far as counting goes) share one budget."""
+    apps = [make_app(cluster_url, tmp_path / name) for name in ("a", "b")]
+    clients = [app.test_client() for app in apps]
+    address = f"127.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250 + 1}"
+    environ = {"REMOTE_ADDR": address}  # a caller of its own: counts outlive the test by a minute
+    made = clients[0].post("/mcp", json=INITIALIZE, headers=JSON_HEADERS, environ_base=environ)
+    assert made.status_code == 200, made.get_data(as_text=True)[:500]
+    headers = {**JSON_HEADERS, "Mcp-Session-Id": made.headers["Mcp-Session-Id"], "MCP-Protocol-Version": LEGACY}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert clients[1].post("/mcp", json=initialized, headers=headers, environ_base=environ).status_code == 202
+    statuses = []
+    for i in range(5):
+        call = {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "limited", "arguments": {}}}
+        statuses.append(clients[i % 2].post("/mcp", json=call, headers=headers, environ_base=environ).status_code)
+    assert statuses == [200, 200, 200, 429, 429], statuses
+    assert any(True for _ in raw.scan_iter(match=f"flask-mcp-ratelimit*{address}*"))
+
+
+# ------------------------------------------------------------------ faults
+
+
+@pytest.fixture
+def private_cluster() -> Iterator[RedisClusterNodes]:
+    """A cluster of this test's own: it stops and restarts a node."""
+    cluster = RedisClusterNodes(node_timeout_ms=500)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.remove()
+
+
+def test_a_node_down_answers_503_never_500_and_heals(private_cluster: RedisClusterNodes, tmp_path: Path) -> None:
+    app = make_app(private_cluster.url, tmp_path)
+    client = app.test_client()
+
+    def initialize() -> int:
+        return client.post("/mcp", json=INITIALIZE, headers=JSON_HEADERS).status_code
+
+    assert [initialize() for _ in range(6)] == [200] * 6
+    private_cluster.stop_node(2)
+    refused = [initialize() for _ in range(12)]  # some sessions land on the dead node's slots
+    assert set(refused) <= {200, 503} and 503 in refused, refused
+    time.sleep(2)  # past the node timeout: the cluster is down for every slot
+    assert [initialize() for _ in range(4)] == [503] * 4
+    private_cluster.start_node(2)
+    private_cluster.wait_until_ok()
+    deadline = time.monotonic() + 10
+    while initialize() != 200:
+        assert time.monotonic() < deadline, "the app never recovered from the node's outage"
+        time.sleep(0.1)
+    assert [initialize() for _ in range(6)] == [200] * 6
