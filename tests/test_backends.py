@@ -92,7 +92,7 @@ def _cluster_setup(url: str, prefix: str) -> str:
         "from flask_mcp.backends.redis_cluster import ClusterEventLog, ClusterMessageBus, ClusterSessionStore,"
         " client_from_url\n"
         f"client = client_from_url({url!r})\n"
-        f"backend = Backend(sessions=ClusterSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
+        f"backend = Backend(ClusterSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
         f" bus=ClusterMessageBus(client, channel_prefix={prefix + 'bus:'!r}),"
         f" events=ClusterEventLog(client, retention={RETENTION}, key_prefix={prefix + 'stream:'!r}),"
         " close=client.close)\n"
