@@ -56,6 +56,8 @@ from .redis_tracking import MISSING
 SCHEMES = ("redis+cluster", "rediss+cluster")
 #: Seconds one node of a subscription spread over several is waited on before the next.
 _POLL_SLICE = 0.02
+#: Tries of a subscription whose node answers ``MOVED`` (the layout is re-read between tries).
+_SUBSCRIBE_ATTEMPTS = 3
 
 
 class ClusterClient:
@@ -147,8 +149,9 @@ class ClusterEventLog(RedisEventLog):
 
 class ClusterSubscription(Subscription):
     """``SSUBSCRIBE`` on the node owning each channel's slot, one connection
-    per node; a subscription the server ends (its slot moved to another
-    node) raises :class:`BackendUnavailable`, as a lost connection does."""
+    per node (re-reading the cluster's layout when a node answers ``MOVED``);
+    a subscription the server ends (its slot moved to another node) raises
+    :class:`BackendUnavailable`, as a lost connection does."""
 
     def __init__(self, bus: ClusterMessageBus, channels: Sequence[str]) -> None:
         self._bus = bus
@@ -157,21 +160,34 @@ class ClusterSubscription(Subscription):
         self._closed = False
         names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
         try:
-            with _unavailable(bus.where):
-                by_slot: dict[int, list[str]] = {}
-                for name in names:
-                    by_slot.setdefault(bus.client.keyslot(name), []).append(name)
-                by_node: dict[str, PubSub] = {}
-                for slot_names in by_slot.values():  # SSUBSCRIBE takes the channels of one slot
-                    node = bus.client.get_node_from_key(slot_names[0])
-                    if node.name not in by_node:
-                        by_node[node.name] = PubSub(bus.pool_for(node))
-                        self._pubsubs.append(by_node[node.name])
-                    by_node[node.name].ssubscribe(*slot_names)
-                self._await_confirmations(set(names), deadline=time.monotonic() + bus.io_timeout)
+            for attempt in range(_SUBSCRIBE_ATTEMPTS):
+                try:
+                    with _unavailable(bus.where):
+                        self._subscribe(names)
+                    return
+                except redis.exceptions.AskError as exc:  # MOVED or ASK: the slot map is out of date
+                    self._drop_pubsubs()
+                    if attempt == _SUBSCRIBE_ATTEMPTS - 1:
+                        raise BackendUnavailable(f"Redis ({bus.where}): the cluster kept moving a slot: {exc}") from exc
+                    with _unavailable(bus.where):
+                        bus.client.nodes_manager.initialize()
         except BaseException:
             self.close()
             raise
+
+    def _subscribe(self, names: list[str]) -> None:
+        bus = self._bus
+        by_slot: dict[int, list[str]] = {}
+        for name in names:
+            by_slot.setdefault(bus.client.keyslot(name), []).append(name)
+        by_node: dict[str, PubSub] = {}
+        for slot_names in by_slot.values():  # SSUBSCRIBE takes the channels of one slot
+            node = bus.client.get_node_from_key(slot_names[0])
+            if node.name not in by_node:
+                by_node[node.name] = PubSub(bus.pool_for(node))
+                self._pubsubs.append(by_node[node.name])
+            by_node[node.name].ssubscribe(*slot_names)
+        self._await_confirmations(set(names), deadline=time.monotonic() + bus.io_timeout)
 
     def get(self, timeout: float) -> tuple[str, Message] | None:
         deadline = time.monotonic() + max(timeout, 0.0)
@@ -185,6 +201,9 @@ class ClusterSubscription(Subscription):
 
     def close(self) -> None:
         self._closed = True
+        self._drop_pubsubs()
+
+    def _drop_pubsubs(self) -> None:
         pubsubs, self._pubsubs = self._pubsubs, []
         for pubsub in pubsubs:
             pubsub.close()

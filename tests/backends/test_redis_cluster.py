@@ -254,3 +254,39 @@ def test_a_node_down_answers_503_never_500_and_heals(private_cluster: RedisClust
         assert time.monotonic() < deadline, "the app never recovered from the node's outage"
         time.sleep(0.1)
     assert [initialize() for _ in range(6)] == [200] * 6
+
+
+def move_slot_of(key: str, cluster: RedisClusterNodes) -> None:
+    """Give ``key``'s (empty) slot to another primary, as a resharding does."""
+    nodes, _ = parse_cluster_url(cluster.url)
+    raw = RedisCluster(startup_nodes=nodes, socket_timeout=5)
+    try:
+        slot = raw.keyslot(key)
+        owner = raw.get_node_from_key(key)
+        primaries = raw.get_primaries()
+        target = next(node for node in primaries if node.name != owner.name)
+        target_id = raw.get_redis_connection(target).execute_command("CLUSTER", "MYID")
+        others = [node for node in primaries if node.name not in (owner.name, target.name)]
+        for node in [target, owner, *others]:  # the new owner first, as redis-cli does
+            raw.get_redis_connection(node).execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    finally:
+        raw.close()
+
+
+def test_a_slot_moving_ends_its_subscriptions_and_new_ones_find_the_new_owner(
+    private_cluster: RedisClusterNodes, tmp_path: Path
+) -> None:
+    backend = open_backend(private_cluster.url, timeout=60, instance_path=str(tmp_path))
+    assert backend.bus is not None
+    try:
+        subscription = backend.bus.subscribe(["moving"])
+        move_slot_of("flask-mcp:bus:moving", private_cluster)
+        with pytest.raises(BackendUnavailable, match="slot moved"):
+            subscription.get(5)
+        subscription.close()
+        # This backend still maps the slot to the old owner, which answers MOVED: it re-reads the map.
+        with backend.bus.subscribe(["moving"]) as again:
+            backend.bus.publish("moving", {"n": 1})
+            assert again.get(5) == ("moving", {"n": 1})
+    finally:
+        backend.close()
