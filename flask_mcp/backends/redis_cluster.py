@@ -52,6 +52,16 @@ from .redis import (
 )
 from .redis_tracking import MISSING
 
+#: redis-py's first release whose cluster client runs transactions (``WATCH``/``MULTI``
+#: on one slot), which the event logs and task updates use.
+REDIS_PY_MINIMUM = (6, 1)
+_version = tuple(int(part) for part in redis.__version__.split(".")[:2] if part.isdigit())
+if _version < REDIS_PY_MINIMUM:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"MCP_BACKEND 'redis+cluster://...' needs redis-py 6.1 or newer (transactions on a cluster); "
+        f"this is {redis.__version__}: pip install 'redis>=6.1'"
+    )
+
 #: The URL schemes of a cluster: plain TCP and TLS.
 SCHEMES = ("redis+cluster", "rediss+cluster")
 #: Seconds one node of a subscription spread over several is waited on before the next.
