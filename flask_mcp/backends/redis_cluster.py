@@ -9,8 +9,8 @@ do the work; what a cluster changes is here:
 * the bus is sharded pub/sub (``SPUBLISH``/``SSUBSCRIBE``, Redis 7.0+): a
   message goes to the one shard that owns its channel, where classic
   ``PUBLISH`` is copied to every node of the cluster;
-* no per-process session copies: ``CLIENT TRACKING`` is per node, and
-  failovers and slot moves would let a copy outlive its invalidation;
+* per-process session copies are kept per node, each node's invalidated by
+  that node (``redis_cluster_tracking.py``);
 * the client is built on first use (redis-py connects as it builds one),
   so an app starts while the cluster is down.
 """
@@ -50,7 +50,7 @@ from .redis import (
     _text,
     _unavailable,
 )
-from .redis_tracking import MISSING
+from .redis_cluster_tracking import ClusterCopies, node_pool
 
 #: redis-py's first release whose cluster client runs transactions (``WATCH``/``MULTI``
 #: on one slot), which the event logs and task updates use.
@@ -117,32 +117,12 @@ def _tag(identifier: str) -> str:
     return "{" + identifier + "}"
 
 
-class _NoCopies:
-    """The cache a cluster's session store has: none (see the module docstring)."""
-
-    refused = "a Redis Cluster: CLIENT TRACKING is per node"
-
-    def get(self, key: str) -> Any:
-        return None
-
-    def read(self, key: str, read_at: float) -> Any:
-        return MISSING
-
-    def forget(self, key: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 class ClusterSessionStore(RedisSessionStore):
-    """:class:`RedisSessionStore` with the session id as hash tag and no
-    per-process copies (each read is one ``GET``; TTL refreshes still batched)."""
-
-    cache_max_age = 0.0
+    """:class:`RedisSessionStore` with the session id as hash tag, and its
+    per-process copies kept per node (``redis_cluster_tracking.py``)."""
 
     def _tracked_cache(self, client: redis.Redis, io_timeout: float) -> Any:
-        return _NoCopies()
+        return ClusterCopies(cast(ClusterClient, client), size=self.cache_size, io_timeout=io_timeout)
 
     def _key(self, session_id: str) -> str:
         return self.key_prefix + _tag(session_id)
@@ -283,10 +263,7 @@ class ClusterMessageBus:
         with self._lock:
             pool = self._pools.get(node.name)
             if pool is None:
-                own = self.client.get_redis_connection(node).connection_pool
-                kwargs = {k: v for k, v in own.connection_kwargs.items() if "maint_notifications" not in k}
-                pool = redis.ConnectionPool(connection_class=own.connection_class, max_connections=2**31 - 1, **kwargs)
-                self._pools[node.name] = pool
+                pool = self._pools[node.name] = node_pool(self.client, node, max_connections=2**31 - 1)
             return pool
 
     def close(self) -> None:
