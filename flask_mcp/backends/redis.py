@@ -131,7 +131,7 @@ class RedisSessionStore:
         self._copies = self._tracked_cache(client, io_timeout)
 
     def _tracked_cache(self, client: redis.Redis, io_timeout: float) -> TrackedCache:
-        """This process's copies (a cluster has none: redis_cluster.py)."""
+        """This process's copies (a cluster keeps them per node: redis_cluster_tracking.py)."""
         return TrackedCache(client.connection_pool, size=self.cache_size, io_timeout=io_timeout)
 
     def create(self, session: Session) -> None:
