@@ -215,7 +215,9 @@ def test_copies_are_kept_per_node_and_invalidated_by_the_node(
 
 def test_an_app_provided_cluster_client_is_used_and_left_open(cluster_url: str, tmp_path: Path) -> None:
     nodes, _ = parse_cluster_url(cluster_url)
-    client = RedisCluster(startup_nodes=[ClusterNode(n.host, n.port) for n in nodes], decode_responses=True)
+    client = RedisCluster(  # RESP3, decoded answers: what the backend makes itself is neither
+        startup_nodes=[ClusterNode(n.host, n.port) for n in nodes], decode_responses=True, protocol=3
+    )
     backend = open_backend(client, timeout=60, instance_path=str(tmp_path))
     session_id = uuid.uuid4().hex
     try:
@@ -225,6 +227,18 @@ def test_an_app_provided_cluster_client_is_used_and_left_open(cluster_url: str, 
         got = backend.sessions.get(session_id)
         assert got is not None and got.data == {"k": "ü"}
         assert client.exists(f"flask-mcp:session:{{{session_id}}}") == 1
+        deadline = time.monotonic() + 10
+        while not backend.sessions._copies.live:  # type: ignore[attr-defined]  # RESP3 invalidations
+            assert time.monotonic() < deadline, backend.sessions._copies.refused  # type: ignore[attr-defined]
+            backend.sessions.get(session_id)
+            time.sleep(0.01)
+        client.delete(f"flask-mcp:session:{{{session_id}}}")  # behind the store's back
+        _until(lambda: backend.sessions.get(session_id) is None, seconds=1.0)
+        backend.sessions.create(Session(id=session_id, protocol_version=LEGACY))
+        assert backend.bus is not None
+        with backend.bus.subscribe(["own"]) as subscription:
+            backend.bus.publish("own", {"ü": 1})
+            assert subscription.get(5) == ("own", {"ü": 1})
         assert backend.sessions.delete(session_id) is True
     finally:
         backend.close()
