@@ -43,24 +43,27 @@ def stop_redis_server(server: subprocess.Popen[bytes]) -> None:
 
 class RedisClusterNodes:
     """A private Redis Cluster of ``masters`` cluster-enabled ``redis-server``
-    processes on free loopback ports (no replicas, no persistence), their
-    ``nodes.conf`` in a folder of their own so a stopped node restarts into
-    the same cluster. ``node_timeout_ms`` is how long before the others
-    declare a silent node failed (the cluster then answers ``CLUSTERDOWN``)."""
+    processes on free loopback ports, each with ``replicas`` replicas (none by
+    default; no persistence), their ``nodes.conf`` in a folder of their own so
+    a stopped node restarts into the same cluster. ``node_timeout_ms`` is how
+    long before the others declare a silent node failed (the cluster then
+    answers ``CLUSTERDOWN``, or promotes a replica of it)."""
 
-    def __init__(self, masters: int = 3, *, node_timeout_ms: int = 1000) -> None:
+    def __init__(self, masters: int = 3, *, replicas: int = 0, node_timeout_ms: int = 1000) -> None:
         for tool in ("redis-server", "redis-cli"):
             if shutil.which(tool) is None:
                 unavailable(f"{tool} is not installed (needed for a private Redis Cluster)")
+        nodes = masters * (1 + replicas)
         ports: list[int] = []
-        while len(ports) < 2 * masters:  # a client port and a cluster bus port each
+        while len(ports) < 2 * nodes:  # a client port and a cluster bus port each
             port = free_port()
             if port not in ports:
                 ports.append(port)
-        self.ports, self.bus_ports = ports[:masters], ports[masters:]
+        self.ports, self.bus_ports = ports[:nodes], ports[nodes:]
+        self.replicas = replicas
         self.node_timeout_ms = node_timeout_ms
         self.folder = Path(tempfile.mkdtemp(prefix="flask-mcp-cluster-"))
-        self.processes: list[subprocess.Popen[bytes] | None] = [None] * masters
+        self.processes: list[subprocess.Popen[bytes] | None] = [None] * nodes
         self._created = False
 
     @property
@@ -77,7 +80,7 @@ class RedisClusterNodes:
         if not self._created:
             created = subprocess.run(
                 ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-                 "--cluster-replicas", "0", "--cluster-yes"],
+                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                 capture_output=True, text=True, timeout=30,
             )
             if created.returncode != 0:
@@ -110,17 +113,19 @@ class RedisClusterNodes:
         raise RuntimeError(f"cluster node redis-server did not start on port {port}")
 
     def wait_until_ok(self, within: float = 30.0) -> None:
+        """Return once every running node reports ``cluster_state:ok``."""
         deadline = time.monotonic() + within
         while True:
             states = []
-            for port in self.ports:
+            running = [port for port, process in zip(self.ports, self.processes, strict=True) if process is not None]
+            for port in running:
                 try:
                     node = redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1)
                     info = _text(node.execute_command("CLUSTER", "INFO"))
                     states.append(info.split("cluster_state:", 1)[1].split()[0])
                 except (redis.exceptions.RedisError, IndexError):
                     states.append("unreachable")
-            if states == ["ok"] * len(self.ports):
+            if states == ["ok"] * len(running):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Redis Cluster never became ok: {states}")

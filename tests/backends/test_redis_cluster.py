@@ -337,3 +337,59 @@ def test_a_slot_moving_ends_its_subscriptions_and_new_ones_find_the_new_owner(
             assert again.get(5) == ("moving", {"n": 1})
     finally:
         backend.close()
+
+
+def test_a_failover_promotes_a_replica_and_its_sessions_are_served_again(tmp_path: Path) -> None:
+    """A primary dies; its replica takes over within the node timeout. Its
+    sessions answer 'unavailable' meanwhile (never 'unknown'), then are served
+    again, and a DELETE made afterwards on another host reaches this one's copies."""
+    cluster = RedisClusterNodes(replicas=1, node_timeout_ms=500)
+    backend = other = None
+    try:
+        cluster.start()
+        backend = open_backend(cluster.url, timeout=600, instance_path=str(tmp_path))
+        other = open_backend(cluster.url, timeout=600, instance_path=str(tmp_path))
+        ids = [uuid.uuid4().hex for _ in range(30)]
+        for session_id in ids:
+            backend.sessions.create(Session(id=session_id, protocol_version=LEGACY))
+        nodes, _ = parse_cluster_url(cluster.url)
+        raw = RedisCluster(startup_nodes=nodes, socket_timeout=2)
+        victim = raw.get_node_from_key(f"flask-mcp:session:{{{ids[0]}}}")
+        on_victim = [i for i in ids if raw.get_node_from_key(f"flask-mcp:session:{{{i}}}").name == victim.name]
+        primary = raw.get_redis_connection(victim)
+        deadline = time.monotonic() + 10
+        while True:  # every write reached the replica
+            replication = primary.info("replication")
+            if replication.get("slave0", {}).get("offset") == replication["master_repl_offset"]:
+                break
+            assert time.monotonic() < deadline, replication
+            time.sleep(0.02)
+        raw.close()
+        for session_id in on_victim:
+            assert backend.sessions.get(session_id) is not None
+
+        cluster.stop_node(cluster.ports.index(victim.port))
+        started = time.monotonic()
+        outcomes: list[str] = []
+        while True:
+            round_ = []
+            for session_id in on_victim:
+                try:
+                    round_.append("served" if backend.sessions.get(session_id) is not None else "unknown")
+                except BackendUnavailable:
+                    round_.append("unavailable")
+            outcomes.extend(round_)
+            if set(round_) == {"served"}:
+                break
+            assert time.monotonic() - started < 30, round_
+            time.sleep(0.05)
+        assert "unknown" not in outcomes  # the replica had every session
+        assert "unavailable" in outcomes  # the outage was seen (not hidden by copies past their age)
+
+        assert other.sessions.delete(on_victim[0]) is True  # on the promoted replica
+        _until(lambda: backend.sessions.get(on_victim[0]) is None, seconds=1.0)
+    finally:
+        for opened in (backend, other):
+            if opened is not None:
+                opened.close()
+        cluster.remove()
