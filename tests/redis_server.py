@@ -73,21 +73,25 @@ class RedisClusterNodes:
 
     def start(self) -> None:
         """Start every node that is not running (creating the cluster the first
-        time); return once every node reports ``cluster_state:ok``."""
-        for index, process in enumerate(self.processes):
-            if process is None:
-                self.start_node(index)
-        if not self._created:
-            created = subprocess.run(
-                ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-                capture_output=True, text=True, timeout=30,
-            )
-            if created.returncode != 0:
-                self.stop()
-                raise RuntimeError(f"redis-cli --cluster create failed:\n{created.stdout}\n{created.stderr}")
-            self._created = True
-        self.wait_until_ok()
+        time); return once every node reports ``cluster_state:ok``. On any
+        failure every node is stopped before the error is raised."""
+        try:
+            for index, process in enumerate(self.processes):
+                if process is None:
+                    self.start_node(index)
+            if not self._created:
+                created = subprocess.run(
+                    ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+                     "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                    capture_output=True, text=True, timeout=30,
+                )
+                if created.returncode != 0:
+                    raise RuntimeError(f"redis-cli --cluster create failed:\n{created.stdout}\n{created.stderr}")
+                self._created = True
+            self.wait_until_ok()
+        except BaseException:
+            self.stop()
+            raise
 
     def start_node(self, index: int) -> None:
         """Start node ``index`` (again), with its own folder and ``nodes.conf``."""
