@@ -5,7 +5,8 @@ authenticated principal, else the remote address).
 Counting uses Flask-Limiter's engine (the ``limits`` package): a fixed-window
 counter in ``MCP_RATE_LIMIT_STORAGE`` when it is set; else the app's own
 ``Limiter`` (its strategy and storage) when the app has one; else a
-fixed-window counter in the session backend's Redis, else in memory. Over the limit -> ``429`` with ``Retry-After``
+fixed-window counter in the session backend's Redis (or Redis Cluster),
+else in memory. Over the limit -> ``429`` with ``Retry-After``
 and a JSON-RPC error body. If the counter's storage fails, requests are let
 through (one log line a minute): rate limits protect, they should not take
 the service down.
@@ -163,8 +164,15 @@ class RateLimits:
 
         uri = self.settings.rate_limit_storage
         options: dict[str, Any] = {"wrap_exceptions": True}
-        if uri is None and self.backend.describe().startswith("redis"):
-            client = self.backend.sessions.client  # type: ignore[attr-defined]
+        client: Any = getattr(self.backend.sessions, "client", None)
+        on_redis = uri is None and client is not None and self.backend.describe().startswith("redis")
+        if on_redis and client.connection_pool is None:
+            from .backends.redis_cluster import rate_limit_storage  # a cluster: no single pool to share
+
+            self.description = f"the session backend's {self.backend.describe()}"
+            cluster_strategy = FixedWindowRateLimiter(rate_limit_storage(client, STORAGE_KEY_PREFIX))
+            return lambda: cluster_strategy
+        if on_redis:
             uri = "redis://"
             options.update(connection_pool=client.connection_pool, key_prefix=STORAGE_KEY_PREFIX)
             self.description = f"the session backend's {self.backend.describe()}"

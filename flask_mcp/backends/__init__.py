@@ -1,7 +1,7 @@
 """Where MCP sessions and cross-worker messages live, chosen by ``MCP_BACKEND``:
-``memory://``, ``sqlite://`` (the default), ``redis://``, a scheme an installed
-package registers, or an object the app already has (a ``redis.Redis`` client,
-a cachelib cache, its own store). The contracts a backend implements are in
+``memory://``, ``sqlite://`` (the default), ``redis://``, ``redis+cluster://``,
+a scheme an installed package registers, or an object the app already has (a
+``redis.Redis`` or ``RedisCluster`` client, a cachelib cache, its own store). The contracts a backend implements are in
 ``contracts.py``; the choice by scheme is ``registry.py``."""
 
 from .contracts import (

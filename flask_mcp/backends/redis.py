@@ -48,6 +48,11 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     redis.exceptions.TimeoutError,
     redis.exceptions.ReadOnlyError,  # a replica during fail-over
     redis.exceptions.InvalidResponse,  # something that is not Redis answered
+    # A Redis Cluster (redis_cluster.py) missing a primary, a slot being
+    # moved, a slot no reachable node serves:
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
 )
 
 
@@ -74,6 +79,9 @@ def _count_keys(client: redis.Redis, prefix: str, where: str) -> StoreCount:
 
 
 def _describe_client(client: redis.Redis) -> str:
+    described = getattr(client, "flask_mcp_description", None)  # a cluster (redis_cluster.py)
+    if isinstance(described, str):
+        return described
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         where = f"unix://{kwargs['path']}"
@@ -120,7 +128,11 @@ class RedisSessionStore:
         self.refresh_slack = min(60.0, timeout / 10)
         #: session id -> when this process last refreshed its TTL.
         self._refreshed: dict[str, float] = {}
-        self._copies = TrackedCache(client.connection_pool, size=self.cache_size, io_timeout=io_timeout)
+        self._copies = self._tracked_cache(client, io_timeout)
+
+    def _tracked_cache(self, client: redis.Redis, io_timeout: float) -> TrackedCache:
+        """This process's copies (a cluster keeps them per node: redis_cluster_tracking.py)."""
+        return TrackedCache(client.connection_pool, size=self.cache_size, io_timeout=io_timeout)
 
     def create(self, session: Session) -> None:
         session.created_at = session.last_seen = now = self.clock()
@@ -327,8 +339,11 @@ class RedisEventLog:
         self._ttl_ms = max(1, round(retention * 1000))
         self._where = _describe_client(client)
 
+    def _key(self, stream: str) -> str:
+        return self.key_prefix + stream
+
     def append(self, stream: str, seq: int, event: Event) -> None:
-        key = self.key_prefix + stream
+        key = self._key(stream)
         with _unavailable(self._where):
             pipe = self.client.pipeline(transaction=True)
             pipe.rpush(key, json.dumps({"seq": seq, **event}))
@@ -336,10 +351,11 @@ class RedisEventLog:
             pipe.execute()
 
     def read(self, stream: str, after: int) -> list[tuple[int, Event]] | None:
+        key = self._key(stream)
         with _unavailable(self._where):
             pipe = self.client.pipeline(transaction=False)
-            pipe.exists(self.key_prefix + stream)
-            pipe.lrange(self.key_prefix + stream, max(after + 1, 0), -1)
+            pipe.exists(key)
+            pipe.lrange(key, max(after + 1, 0), -1)
             exists, raw = pipe.execute()
         if not exists:
             return None
@@ -387,7 +403,7 @@ class RedisTaskStore:
             for _ in range(self.attempts):
                 with self.client.pipeline(transaction=True) as pipe:
                     try:
-                        pipe.watch(key)  # type: ignore[no-untyped-call]
+                        pipe.watch(key)
                         raw = pipe.get(key)
                         if raw is None:
                             return None

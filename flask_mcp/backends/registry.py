@@ -1,7 +1,7 @@
 """Which backend ``MCP_BACKEND`` names: a registry of openers keyed by URI
 scheme, and :func:`open_backend`, which also accepts an object the app already
-has (a :class:`~.contracts.Backend`, a ``redis.Redis`` client, a cachelib cache,
-or its own store implementing the contracts).
+has (a :class:`~.contracts.Backend`, a ``redis.Redis`` or ``RedisCluster``
+client, a cachelib cache, or its own store implementing the contracts).
 
 Built-in schemes are named here as ``module:function`` and imported on first
 use, so choosing ``memory://`` never imports the Redis driver. A package adds
@@ -42,14 +42,17 @@ BUILT_IN: dict[str, str] = {
     "redis": "flask_mcp.backends.redis:open_uri",
     "rediss": "flask_mcp.backends.redis:open_uri",
     "redis+unix": "flask_mcp.backends.redis:open_uri",
+    "redis+cluster": "flask_mcp.backends.redis_cluster:open_uri",
+    "rediss+cluster": "flask_mcp.backends.redis_cluster:open_uri",
 }
 
 ACCEPTED = (
     "MCP_BACKEND accepts 'memory://', 'sqlite://' (a file in the instance folder), "
     "'sqlite:///relative/path' (relative to the instance folder), 'sqlite:////absolute/path', "
     "'redis://...', 'rediss://...', 'redis+unix:///path/to/redis.sock', "
+    "'redis+cluster://host:port,host:port' (or 'rediss+cluster://...'), "
     f"a scheme an installed package registers (entry point group {ENTRY_POINT_GROUP!r}), "
-    "a redis.Redis client, a cachelib cache (e.g. the one Flask-Caching built), "
+    "a redis.Redis or redis.cluster.RedisCluster client, a cachelib cache (e.g. the one Flask-Caching built), "
     "or an object implementing flask_mcp.backends.SessionStore (create, get, save, touch, delete)"
 )
 
@@ -131,6 +134,11 @@ def _adopt(spec: object, options: BackendOptions) -> Backend:
         return backend_from_client(
             spec, timeout=options.timeout, io_timeout=options.io_timeout, owned=False, retention=options.retention
         )
+    cluster_module = sys.modules.get("redis.cluster")
+    if cluster_module is not None and isinstance(spec, cluster_module.RedisCluster):
+        from .redis_cluster import adopt
+
+        return adopt(spec, options)
     cachelib_module = sys.modules.get("cachelib")
     if cachelib_module is not None and isinstance(spec, cachelib_module.BaseCache):
         from .cachelib import CachelibSessionStore

@@ -16,11 +16,14 @@ import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from redis_server import shared_cluster
 
 from flask_mcp.backends.cachelib import CachelibSessionStore
 from flask_mcp.backends.contracts import Backend, MessageBus
 from flask_mcp.backends.memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore
 from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore
+from flask_mcp.backends.redis_cluster import ClusterEventLog, ClusterMessageBus, ClusterSessionStore
+from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 from flask_mcp.protocol.events import EventLog
 from flask_mcp.protocol.session import Session
@@ -74,13 +77,26 @@ def _redis_setup(prefix: str) -> str:
     )
 
 
-ALL = ["memory", "sqlite", "redis", "cachelib-simple", "cachelib-filesystem"]
+def _cluster_setup(url: str, prefix: str) -> str:
+    return (
+        "from flask_mcp.backends.registry import Backend\n"
+        "from flask_mcp.backends.redis_cluster import ClusterEventLog, ClusterMessageBus, ClusterSessionStore,"
+        " client_from_url\n"
+        f"client = client_from_url({url!r})\n"
+        f"backend = Backend(ClusterSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
+        f" bus=ClusterMessageBus(client, channel_prefix={prefix + 'bus:'!r}),"
+        f" events=ClusterEventLog(client, retention={RETENTION}, key_prefix={prefix + 'stream:'!r}),"
+        " close=client.close)\n"
+    )
+
+
+ALL = ["memory", "sqlite", "redis", "redis-cluster", "cachelib-simple", "cachelib-filesystem"]
 #: Where a test clock decides expiry (Redis TTLs run on the server's clock).
-WITH_CLOCK = [name for name in ALL if name != "redis"]
-WITH_BUS = ["memory", "sqlite", "redis"]
+WITH_CLOCK = [name for name in ALL if not name.startswith("redis")]
+WITH_BUS = ["memory", "sqlite", "redis", "redis-cluster"]
 #: Shared between processes (a child process can reach the same sessions).
-SHARED = ["sqlite", "redis", "cachelib-filesystem"]
-SHARED_BUS = ["sqlite", "redis"]
+SHARED = ["sqlite", "redis", "redis-cluster", "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", "redis", "redis-cluster"]
 
 
 def cases(names: list[str]) -> pytest.MarkDecorator:
@@ -123,6 +139,22 @@ def open_case(name: str, tmp_path: Path) -> Iterator[Case]:
             if keys:
                 client.delete(*keys)
             client.close()
+    elif name == "redis-cluster":  # a private cluster (tests/redis_server.py); its own tests: test_redis_cluster.py
+        url = shared_cluster().url
+        cluster = client_from_cluster_url(url)
+        prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
+        backend = Backend(
+            ClusterSessionStore(cluster, timeout=TIMEOUT, key_prefix=prefix + "session:"),  # type: ignore[arg-type]
+            ClusterMessageBus(cluster, channel_prefix=prefix + "bus:"),
+            ClusterEventLog(cluster, retention=RETENTION, key_prefix=prefix + "stream:"),  # type: ignore[arg-type]
+        )
+        try:
+            yield Case(name, backend, None, _cluster_setup(url, prefix), None, prefix)
+        finally:
+            for key in list(cluster.scan_iter(match=prefix + "*")):
+                cluster.delete(key)
+            backend.bus.close()  # type: ignore[union-attr]
+            cluster.close()
     elif name == "cachelib-simple":
         store = CachelibSessionStore(SimpleCache(), timeout=TIMEOUT, clock=clock)
         yield Case(name, Backend(store), clock)

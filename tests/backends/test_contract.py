@@ -303,8 +303,10 @@ def test_a_published_message_reaches_subscribers_of_its_channel_only(case: Case)
         bus.publish("b", {"n": 1, "nested": {"list": [1, "x", None]}})
         bus.publish("a", {"n": 2})
 
-        assert subscription.get(5) == ("b", {"n": 1, "nested": {"list": [1, "x", None]}})
-        assert subscription.get(5) == ("a", {"n": 2})
+        got = [subscription.get(5), subscription.get(5)]
+        if case.name == "redis-cluster":  # sharded pub/sub keeps the order per channel only (docs/redis.md)
+            got.sort(key=lambda item: item is None or item[0] != "b")
+        assert got == [("b", {"n": 1, "nested": {"list": [1, "x", None]}}), ("a", {"n": 2})]
         assert subscription.get(0.05) is None
 
 

@@ -177,8 +177,7 @@ def test_a_restarted_redis_without_persistence_loses_the_session_and_no_copy_ans
 def test_where_acls_forbid_client_tracking_nothing_is_kept(server: int) -> None:
     """A managed service that allows CLIENT ID but not CLIENT TRACKING (here an ACL)."""
     admin = _client(server, 2)
-    # (redis-py leaves execute_command unannotated, hence the ignores in this file)
-    admin.execute_command(  # type: ignore[no-untyped-call]
+    admin.execute_command(
         "ACL", "SETUSER", "app", "on", "nopass", "~*", "&*", "+@all", "-client|tracking")
     client = redis.Redis(host="127.0.0.1", port=server, username="app", password="", socket_timeout=2)
     store = RedisSessionStore(client, timeout=600)
@@ -259,7 +258,7 @@ def test_a_read_connection_killed_by_the_server_is_tracked_again_before_its_read
         killed = _read_connection_ids(admin, here)
         assert killed
         for client_id in killed:
-            admin.execute_command("CLIENT", "KILL", "ID", client_id)  # type: ignore[no-untyped-call]
+            admin.execute_command("CLIENT", "KILL", "ID", client_id)
         assert here.get("k2") is not None  # read over a silently reconnected socket
         assert here._copies.get(here.key_prefix + "k2") is not None  # ...and kept
 
@@ -315,7 +314,7 @@ def test_a_killed_invalidation_connection_pauses_the_cache_and_never_turns_it_of
         _wait_live(store, "l1")
         listener = store._copies._listener_id
         assert listener is not None
-        admin.execute_command("CLIENT", "KILL", "ID", listener)  # type: ignore[no-untyped-call]
+        admin.execute_command("CLIENT", "KILL", "ID", listener)
         _until(lambda: store.get("l1") is not None and store._copies._listener_id != listener, seconds=10)
         _until(lambda: store.get("l1") is not None and store._copies.live, seconds=10)
         assert store._copies.refused is None

@@ -18,10 +18,12 @@ import pytest
 import redis
 from cachelib import SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from redis_server import shared_cluster
 
 from flask_mcp.backends import open_backend
 from flask_mcp.backends.memory import MemoryTaskStore
 from flask_mcp.backends.redis import RedisTaskStore
+from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
 from flask_mcp.protocol.task_records import TaskRecord, TaskStore
 
@@ -37,7 +39,7 @@ class Case:
     redis_client: redis.Redis | None = None
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster"])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     clock = FakeClock()
     if request.param == "memory":
@@ -49,6 +51,22 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
             f"store = SqliteTaskStore({database.path!r})\n"
         )
         yield Case("sqlite", SqliteTaskStore(database, clock=clock), clock, setup)
+    elif request.param == "redis-cluster":  # a private cluster (tests/redis_server.py)
+        url = shared_cluster().url
+        cluster = client_from_cluster_url(url)
+        prefix = f"flask-mcp-test:{uuid.uuid4().hex}:task:"
+        setup = (
+            "from flask_mcp.backends.redis import RedisTaskStore\n"
+            "from flask_mcp.backends.redis_cluster import client_from_url\n"
+            f"store = RedisTaskStore(client_from_url({url!r}), key_prefix={prefix!r})\n"
+        )
+        try:
+            store = RedisTaskStore(cluster, key_prefix=prefix)  # type: ignore[arg-type]
+            yield Case("redis-cluster", store, None, setup, cluster)  # type: ignore[arg-type]
+        finally:
+            for key in list(cluster.scan_iter(match=prefix + "*")):
+                cluster.delete(key)
+            cluster.close()
     else:
         client = shared_redis()
         prefix = f"flask-mcp-test:{uuid.uuid4().hex}:task:"
@@ -144,7 +162,7 @@ def test_concurrent_updates_from_threads_are_all_applied(case: Case) -> None:
     assert stored is not None and len(stored.asked) == 60 and len(set(stored.asked)) == 60
 
 
-@pytest.mark.parametrize("case", ["sqlite", "redis"], indirect=True)  # memory:// lives in one process
+@pytest.mark.parametrize("case", ["sqlite", "redis", "redis-cluster"], indirect=True)  # memory:// is one process
 def test_updates_from_another_process_interleave_without_losing_any(case: Case) -> None:
     assert case.child_setup is not None
     record = full_record()
@@ -194,7 +212,7 @@ def test_the_memory_store_drops_expired_tasks_once_per_prune_interval() -> None:
     assert store.get(lasting.task_id) == lasting
 
 
-@pytest.mark.parametrize("case", ["redis"], indirect=True)
+@pytest.mark.parametrize("case", ["redis", "redis-cluster"], indirect=True)
 def test_redis_gives_the_key_the_task_ttl_and_updates_keep_it(case: Case) -> None:
     assert case.redis_client is not None
     assert isinstance(case.store, RedisTaskStore)

@@ -1,7 +1,8 @@
 """Two hosts, one Redis: two gunicorn masters bound to 127.0.0.2 and 127.0.0.3
 (two gthread workers each) share a redis-server this module starts on a free
-port. A session made on one host is served on the other; DELETE on either is
-404 everywhere; an elicitation is answered, a stream resumed and a call
+port, and again a three-master Redis Cluster it starts (the ``hosts``
+fixture's topologies). A session made on one host is served on the other;
+DELETE on either is 404 everywhere; an elicitation is answered, a stream resumed and a call
 cancelled through the host not running the call; tasks are polled and
 cancelled across hosts; a tool's rate limit is counted across hosts; and after
 a Redis restart (no persistence) every lost session answers 404, never a 5xx,
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 import requests
 from conftest import JSON_HEADERS, ROOT, free_port, validate_message
+from redis_server import RedisClusterNodes
 from test_e2e_sessions import PrivateRedis
 from test_e2e_streaming import (
     LEGACY,
@@ -106,15 +108,19 @@ def start_host(name: str, address: str, redis_url: str, folder: Path) -> Host:
 
 @dataclass
 class Deployment:
-    redis: PrivateRedis
+    redis: PrivateRedis | RedisClusterNodes
     a: Host
     b: Host
     folder: Path
 
 
-@pytest.fixture(scope="module")
-def hosts() -> Iterator[Deployment]:
-    redis_server = PrivateRedis()
+#: One Redis server, or a three-master Redis Cluster (tests/redis_server.py).
+TOPOLOGIES = ["redis", "redis-cluster"]
+
+
+@pytest.fixture(scope="module", params=TOPOLOGIES)
+def hosts(request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    redis_server = PrivateRedis() if request.param == "redis" else RedisClusterNodes()
     redis_server.start()
     folder = Path(tempfile.mkdtemp(prefix="flask-mcp-multihost-"))
     started: list[Host] = []
@@ -126,6 +132,8 @@ def hosts() -> Iterator[Deployment]:
         for host in started:
             host.stop()
         redis_server.stop()
+        if isinstance(redis_server, RedisClusterNodes):
+            redis_server.remove()
 
 
 def assert_clean(deployment: Deployment) -> None:
