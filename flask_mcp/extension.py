@@ -174,7 +174,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             from .oauth.server import OAuthServer
 
             verifier = OAuthServer(app, settings).verifier
-        telemetry = Telemetry(settings.version) if settings.telemetry else None
+        telemetry = Telemetry(settings.version, server.methods.rounds) if settings.telemetry else None
         server.observer = telemetry
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
         app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits, telemetry)

@@ -18,7 +18,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from .protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
 from .protocol.task_methods import TASK_METHODS
 from .protocol.versions import REVISIONS
-from .telemetry_names import DURATION_BUCKETS, OPERATION_DURATION, SESSION_DURATION
+from .telemetry_names import DURATION_BUCKETS, FIRST_ROUND_LINK, OPERATION_DURATION, SESSION_DURATION
 
 _SCOPE = "flask_mcp"
 #: Seconds between two lookups of the global providers (an SDK set later is seen within it).
@@ -90,11 +90,16 @@ class Instruments:
                 )
 
     def start(self, method: str, target: str | None, attributes: dict[str, Any],
-              params: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+              params: Mapping[str, Any], headers: Mapping[str, str],
+              first_round: Mapping[str, str] | None = None) -> Any:
         """Start the server span, made current (a tool's own spans nest under it).
         Its parent is the trace context in ``params._meta`` (the ambient one,
         e.g. opentelemetry-instrumentation-flask's span, is then linked), else the
-        ambient context, else the HTTP headers'. Returns what :meth:`end` needs."""
+        ambient context, else the HTTP headers'. ``first_round``: the context of
+        the first round of a multi round-trip call, sealed in the retry's
+        ``requestState``: linked when the retry brought a context of its own,
+        else the parent (the retry continues the call's trace). Returns what
+        :meth:`end` needs."""
         if self.tracer is None:
             return (None, None)
         meta = params.get("_meta")
@@ -109,10 +114,24 @@ class Instruments:
             parent = None
         else:
             parent = propagate.extract(headers)
+        if first_round is not None:
+            origin = trace.get_current_span(propagate.extract(first_round)).get_span_context()
+            if origin.is_valid:
+                if parent is None or trace.get_current_span(parent).get_span_context().is_valid:
+                    links.append(Link(origin, {FIRST_ROUND_LINK: True}))
+                else:  # the retry came with no trace context: it continues the first round's trace
+                    parent = trace.set_span_in_context(trace.NonRecordingSpan(origin))
         name = method if target is None else f"{method} {target}"
         span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links)
         token = context.attach(trace.set_span_in_context(span))
         return (span, token)
+
+    @staticmethod
+    def current_context() -> dict[str, str]:
+        """The current trace context as a carrier (``traceparent``...)."""
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        return carrier
 
     @staticmethod
     def carrying_context(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:

@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .protocol.jsonrpc import Notification, Request
 from .protocol.observe import Run
@@ -23,6 +23,9 @@ from .protocol.session import Session, StoreUnavailable
 from .protocol.transport import Incoming, Reply
 from .telemetry_names import ACCESS_LOGGER
 
+if TYPE_CHECKING:
+    from .protocol.round_trips import RoundTrips
+
 #: One record per MCP request: method, target, outcome, duration, session, subject.
 access_log = logging.getLogger(ACCESS_LOGGER)
 
@@ -30,13 +33,17 @@ _TARGETS = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name
 _URI_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe",
                           "notifications/resources/updated"})
 _INFO = logging.INFO
+#: The methods whose calls may span several rounds (2026-07-28 ``input_required``).
+_ROUND_TRIP_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
 class Telemetry:
     """The core's observer: see the module's docstring."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, rounds: RoundTrips | None = None) -> None:
         self.version = version
+        #: Opens a retry's ``requestState`` (the first round's trace context).
+        self.rounds = rounds
         try:
             from . import otel
         except ImportError:  # no opentelemetry-api: the access log only
@@ -67,11 +74,16 @@ class Telemetry:
             attributes["jsonrpc.request.id"] = str(message.id)
         target = _target(method, params)
         started = time.perf_counter()
-        span = otel.start(method, target, attributes, params, request.headers) if active else None
+        span = None
+        if active:
+            first_round = self._first_round(params) if method in _ROUND_TRIP_METHODS else None
+            span = otel.start(method, target, attributes, params, request.headers, first_round)
         tracing = span is not None and span[0] is not None
         emit = request.emit
         if tracing:  # the server's own requests (elicitation, sampling, roots) carry the trace
             request.emit = otel.carrying_context(emit)
+            if method in _ROUND_TRIP_METHODS:  # an input_required result seals the first round's context
+                request.carried = first_round or otel.current_context()
         error_type: str | None = None
         message_text: str | None = None
         try:
@@ -94,6 +106,13 @@ class Telemetry:
                 trace_id = otel.end(span, attributes, error_type, message_text, seconds)
             if access_log.isEnabledFor(_INFO):
                 _log_access(method, target, error_type, seconds, request, message.id, trace_id)
+
+    def _first_round(self, params: dict[str, Any]) -> dict[str, str] | None:
+        """The first round's trace context, sealed in a retry's ``requestState``."""
+        state = params.get("requestState")
+        if state is None or self.rounds is None:
+            return None
+        return self.rounds.carried(state)
 
     def refused(self, body: bytes, status: int, description: str, headers: Mapping[str, str]) -> None:
         """A request the HTTP layer turned away before the core saw it

@@ -9,3 +9,7 @@ DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 
 
 #: The logger of the access log.
 ACCESS_LOGGER = "flask_mcp.access"
+
+#: The attribute marking a retry's span link to the first round of its
+#: multi round-trip call (2026-07-28 ``input_required``).
+FIRST_ROUND_LINK = "flask_mcp.first_round"

@@ -68,6 +68,10 @@ class RequestInfo:
     endpoint: str | Callable[[], str] | None = None
     #: The task this call runs as (a :class:`~.task_methods.TaskHandle`), when it runs as one.
     task: Any = None
+    #: What an observer asks to keep across the rounds of a multi round-trip
+    #: call (the first round's trace context): sealed into ``requestState`` as
+    #: it is, never read by the core.
+    carried: dict[str, str] | None = None
 
     @property
     def endpoint_url(self) -> str | None:
