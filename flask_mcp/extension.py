@@ -176,6 +176,8 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             verifier = OAuthServer(app, settings).verifier
         telemetry = Telemetry(settings.version, server.methods.rounds) if settings.telemetry else None
         server.observer = telemetry
+        if server.methods.tasks is not None:
+            server.methods.tasks.observer = telemetry
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
         app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits, telemetry)
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)

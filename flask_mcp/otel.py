@@ -16,9 +16,18 @@ from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from .protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
+from .protocol.task_handle import TaskHandle
 from .protocol.task_methods import TASK_METHODS
+from .protocol.task_records import CANCELLED, FAILED, TaskRecord
 from .protocol.versions import REVISIONS
-from .telemetry_names import DURATION_BUCKETS, FIRST_ROUND_LINK, OPERATION_DURATION, SESSION_DURATION
+from .telemetry_names import (
+    DURATION_BUCKETS,
+    FIRST_ROUND_LINK,
+    OPERATION_DURATION,
+    SESSION_DURATION,
+    TASK_ID,
+    TASK_STATUS,
+)
 
 _SCOPE = "flask_mcp"
 #: Seconds between two lookups of the global providers (an SDK set later is seen within it).
@@ -127,6 +136,37 @@ class Instruments:
         return (span, token)
 
     @staticmethod
+    def link(started: Any, carrier: Mapping[str, str], marker: str) -> None:
+        """Link the span :meth:`start` returned to the span ``carrier`` names."""
+        origin = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+        if origin.is_valid and started[0] is not None:
+            started[0].add_link(origin, {marker: True})
+
+    def run_task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> None:
+        """Run a task tool (in its thread) inside an ``INTERNAL`` span named
+        ``task {tool}``: a child of the ``tools/call`` span that started it
+        (the thread runs in that call's context), which it outlives."""
+        assert self.tracer is not None
+        attributes: dict[str, Any] = {"gen_ai.tool.name": tool}
+        session = handle.request.session
+        if session is not None:
+            attributes["mcp.session.id"] = session.id
+        with self.tracer.start_as_current_span(f"task {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
+                                               record_exception=False, set_status_on_exception=False) as span:
+            try:
+                work()
+            finally:
+                if handle.task_id is not None:
+                    span.set_attribute(TASK_ID, handle.task_id)
+                ended = handle.ended
+                if ended is not None:
+                    span.set_attribute(TASK_STATUS, ended.status)
+                    error_type = _task_error_type(ended)
+                    if error_type is not None:
+                        span.set_attribute("error.type", error_type)
+                        span.set_status(Status(StatusCode.ERROR, ended.status_message))
+
+    @staticmethod
     def current_context() -> dict[str, str]:
         """The current trace context as a carrier (``traceparent``...)."""
         carrier: dict[str, str] = {}
@@ -186,6 +226,18 @@ class Instruments:
         if self.session is not None:
             self.session.record(seconds, {"mcp.protocol.version": version, "network.transport": "tcp",
                                           "network.protocol.name": "http"})
+
+
+def _task_error_type(record: TaskRecord) -> str | None:
+    """``error.type`` of a task's run, as for a call answered at once."""
+    if record.status == CANCELLED:
+        return "cancelled"
+    if record.status == FAILED:
+        code = record.error.get("code") if isinstance(record.error, dict) else None
+        return str(code) if code is not None else FAILED
+    if isinstance(record.result, dict) and record.result.get("isError") is True:
+        return "tool_error"
+    return None
 
 
 def _with_context(params: Any) -> dict[str, Any]:

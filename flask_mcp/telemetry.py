@@ -21,9 +21,10 @@ from .protocol.observe import Run
 from .protocol.request_info import RequestCancelled, RequestInfo
 from .protocol.session import Session, StoreUnavailable
 from .protocol.transport import Incoming, Reply
-from .telemetry_names import ACCESS_LOGGER
+from .telemetry_names import ACCESS_LOGGER, TASK_CALL_LINK, TASK_ID
 
 if TYPE_CHECKING:
+    from .protocol.task_handle import TaskHandle
     from .protocol.round_trips import RoundTrips
 
 #: One record per MCP request: method, target, outcome, duration, session, subject.
@@ -91,6 +92,8 @@ class Telemetry:
             error_type, message_text = _outcome(reply)
             if tracing:
                 otel.inject_into_input_requests(reply.body)
+                if request.carried and method.startswith("tasks/"):  # the task's record had its call's context
+                    otel.link(span, request.carried, TASK_CALL_LINK)
             return reply
         except RequestCancelled:
             error_type, message_text = "cancelled", "The client cancelled the request."
@@ -165,6 +168,17 @@ class Telemetry:
         span = otel.start(message.method, None, attributes, message.params, incoming.headers)
         otel.end(span, attributes, None, None, 0.0)
 
+    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
+        """A task's run, in a span of its own when tracing (see :meth:`.otel.Instruments.run_task`)."""
+        otel = self.otel
+        if otel is None or not otel.active() or otel.tracer is None:
+            return work
+
+        def traced() -> None:
+            otel.run_task(handle, tool, work)
+
+        return traced
+
     def session_ended(self, session: Session, now: float) -> None:
         otel = self.otel
         if otel is not None and otel.active() and session.created_at:
@@ -216,6 +230,10 @@ def _attributes(method: str, params: dict[str, Any], version: str | None, sessio
         uri = params.get("uri")
         if isinstance(uri, str):
             attributes["mcp.resource.uri"] = uri
+    elif method.startswith("tasks/"):
+        task_id = params.get("taskId")
+        if isinstance(task_id, str):
+            attributes[TASK_ID] = task_id
     return attributes
 
 

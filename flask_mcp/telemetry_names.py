@@ -13,3 +13,9 @@ ACCESS_LOGGER = "flask_mcp.access"
 #: The attribute marking a retry's span link to the first round of its
 #: multi round-trip call (2026-07-28 ``input_required``).
 FIRST_ROUND_LINK = "flask_mcp.first_round"
+#: The attribute marking a ``tasks/*`` span's link to the call that created the task.
+TASK_CALL_LINK = "flask_mcp.task_call"
+#: The task's id, on the spans of ``tasks/*`` requests and of the task's run.
+TASK_ID = "flask_mcp.task.id"
+#: How the task's run ended (``completed``, ``failed``, ``cancelled``), on its span.
+TASK_STATUS = "flask_mcp.task.status"

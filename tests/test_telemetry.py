@@ -97,6 +97,12 @@ def app(app: Flask, reader: InMemoryMetricReader) -> Flask:
         with tracer.start_as_current_span("background work"):
             return "finished"
 
+    @mcp.tool(task="optional")
+    def broken_task(ctx: Context) -> str:
+        """Starts its task, then fails as a tool error."""
+        ctx.start_task()
+        raise ToolError("the weather service is down")
+
     @mcp.resource("data://report")
     def report() -> str:
         return "all fine"
@@ -345,15 +351,42 @@ def test_a_task_runs_under_the_call_that_started_it(
     created = client.call_tool("background").result
     assert "taskId" in created
     deadline = time.monotonic() + 10
-    while not [s for s in spans.get_finished_spans() if s.name == "background work"]:
+    while not [s for s in spans.get_finished_spans() if s.name == "task background"]:
         assert time.monotonic() < deadline, "the task's span never ended"
         time.sleep(0.01)
     call = _one(spans, "tools/call background")
+    run = _one(spans, "task background")
     work = _one(spans, "background work")
-    assert work.parent is not None and work.parent.span_id == call.context.span_id
+    assert run.kind is SpanKind.INTERNAL
+    assert run.parent is not None and run.parent.span_id == call.context.span_id
+    assert work.parent is not None and work.parent.span_id == run.context.span_id
+    attributes = dict(run.attributes or {})
+    assert attributes["flask_mcp.task.id"] == created["taskId"]
+    assert attributes["flask_mcp.task.status"] == "completed"
+    assert attributes["gen_ai.tool.name"] == "background"
+    assert run.status.status_code is StatusCode.UNSET
+    # tasks/get: a span in the client's trace, linked to the call that created the task
     client.get_task(created["taskId"])
-    assert _one(spans, "tasks/get").attributes is not None
+    get = _one(spans, "tasks/get")
+    assert get.attributes is not None and get.attributes["flask_mcp.task.id"] == created["taskId"]
+    (link,) = get.links
+    assert link.context.span_id == call.context.span_id
+    assert link.attributes is not None and link.attributes["flask_mcp.task_call"] is True
 
+
+def test_a_failing_task_s_span_has_the_error(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
+    created = client.call_tool("broken_task").result
+    assert "taskId" in created
+    deadline = time.monotonic() + 10
+    while not [s for s in spans.get_finished_spans() if s.name == "task broken_task"]:
+        assert time.monotonic() < deadline, "the task's span never ended"
+        time.sleep(0.01)
+    run = _one(spans, "task broken_task")
+    assert run.attributes is not None and run.attributes["error.type"] == "tool_error"
+    assert run.status.status_code is StatusCode.ERROR
 
 def _rounds(client: MCPTestClient, meta: dict[str, Any] | None) -> dict[str, Any]:
     """The three rounds of ``two_questions``, each with ``meta`` in its ``_meta``."""

@@ -7,12 +7,15 @@ when one is set (``Server.observer``), and does nothing extra when none is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .jsonrpc import Notification, Request
 from .request_info import RequestInfo
 from .session import Session
 from .transport import Incoming, Reply
+
+if TYPE_CHECKING:
+    from .task_handle import TaskHandle
 
 #: Runs one request: the core's own dispatch, which the observer wraps.
 Run = Callable[[Request, RequestInfo], Reply]
@@ -30,3 +33,12 @@ class Observer(Protocol):
 
     def session_ended(self, session: Session, now: float) -> None:
         """A legacy session ended by the client's ``DELETE``."""
+
+
+class TaskObserver(Protocol):
+    """Watches the runs of task tools in this process (the tasks extension)."""
+
+    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
+        """``work``, the run of task tool ``tool``, as it should run in its
+        thread (``handle`` has the task's id once it started, and its record
+        as it ended in :attr:`~.task_handle.TaskHandle.ended`)."""
