@@ -199,8 +199,9 @@ class Instruments:
                     item["params"] = _with_context(item.get("params"))
 
     def end(self, started: Any, attributes: dict[str, Any], error_type: str | None,
-            description: str | None, seconds: float) -> str | None:
-        """End the span and record the duration; the trace id (hex) for the access log."""
+            description: str | None, seconds: float, record: bool = True) -> str | None:
+        """End the span and record the duration (unless not ``record``); the
+        trace id (hex) for the access log."""
         span, token = started
         if error_type is not None:
             attributes["error.type"] = error_type
@@ -218,7 +219,7 @@ class Instruments:
             span_context = span.get_span_context()
             if span_context.is_valid:
                 trace_id = format(span_context.trace_id, "032x")
-        if self.operation is not None:
+        if record and self.operation is not None:
             self.operation.record(seconds, _metric_attributes(attributes, error_type))
         return trace_id
 

@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .protocol.jsonrpc import Notification, Request
+from .protocol.jsonrpc import ClientResponse, Notification, Request
 from .protocol.observe import Run
 from .protocol.request_info import RequestCancelled, RequestInfo
 from .protocol.session import Session, StoreUnavailable
 from .protocol.transport import Incoming, Reply
-from .telemetry_names import ACCESS_LOGGER, TASK_CALL_LINK, TASK_ID
+from .telemetry_names import ACCESS_LOGGER, RESPONSE_SPAN, TASK_CALL_LINK, TASK_ID
 
 if TYPE_CHECKING:
     from .protocol.task_handle import TaskHandle
@@ -167,6 +167,29 @@ class Telemetry:
                                  session.id if session is not None else None)
         span = otel.start(message.method, None, attributes, message.params, incoming.headers)
         otel.end(span, attributes, None, None, 0.0)
+
+    def response(self, message: ClientResponse, incoming: Incoming, session: Session) -> None:
+        """A span for a client's answer (elicitation, sampling, roots) arriving
+        on this worker: its parent is the trace context the answer carries (in
+        ``result._meta``, or the HTTP headers), which an instrumented client
+        takes from the request it answers; so the answer joins the call's trace."""
+        otel = self.otel
+        if otel is None or not otel.active() or otel.tracer is None:
+            return
+        attributes = _attributes(RESPONSE_SPAN, {}, session.protocol_version, session.id)
+        del attributes["mcp.method.name"]  # the method is known only to the worker that asked
+        attributes["jsonrpc.request.id"] = str(message.id)
+        error = message.error
+        error_type = None
+        description = None
+        if error is not None:
+            code = error.get("code") if isinstance(error, dict) else None
+            error_type = str(code) if code is not None else "error"
+            description = error.get("message") if isinstance(error, dict) else None
+        result = message.result if isinstance(message.result, dict) else {}
+        span = otel.start(RESPONSE_SPAN, None, attributes, result, incoming.headers)
+        otel.end(span, attributes, error_type, description if isinstance(description, str) else None, 0.0,
+                 record=False)
 
     def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
         """A task's run, in a span of its own when tracing (see :meth:`.otel.Instruments.run_task`)."""

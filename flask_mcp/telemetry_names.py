@@ -19,3 +19,5 @@ TASK_CALL_LINK = "flask_mcp.task_call"
 TASK_ID = "flask_mcp.task.id"
 #: How the task's run ended (``completed``, ``failed``, ``cancelled``), on its span.
 TASK_STATUS = "flask_mcp.task.status"
+#: The span of a client's answer to a request the server sent (legacy sessions).
+RESPONSE_SPAN = "response"

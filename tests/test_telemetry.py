@@ -323,14 +323,21 @@ def test_a_legacy_elicitation_carries_the_trace_to_the_client(
     asked: list[dict[str, Any]] = []
 
     def answer(request: dict[str, Any]) -> dict[str, Any]:
-        asked.append(request)
-        return {"action": "accept", "content": {"name": "Ada"}}
+        asked.append(request)  # an instrumented client answers in the trace it was handed
+        return {"action": "accept", "content": {"name": "Ada"},
+                "_meta": {"traceparent": request["params"]["_meta"]["traceparent"]}}
 
     client.on_request = answer
     assert "Ada" in client.call_tool("ask_name").result["content"][0]["text"]
     span = _one(spans, "tools/call ask_name")
     assert [r["method"] for r in asked] == ["elicitation/create"]
     assert _trace_of(asked[0]["params"]["_meta"]) == format(span.context.trace_id, "032x")
+    response = _one(spans, "response")
+    assert response.context.trace_id == span.context.trace_id
+    attributes = dict(response.attributes or {})
+    assert attributes["jsonrpc.request.id"] == asked[0]["id"]
+    assert attributes["mcp.session.id"] == client.session_id
+    assert "mcp.method.name" not in attributes
 
 
 def test_input_required_requests_carry_the_trace(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from .jsonrpc import Notification, Request
+from .jsonrpc import ClientResponse, Notification, Request
 from .request_info import RequestInfo
 from .session import Session
 from .transport import Incoming, Reply
@@ -30,6 +30,10 @@ class Observer(Protocol):
 
     def notification(self, message: Notification, incoming: Incoming, session: Session | None, version: str) -> None:
         """A notification the client sent (already handled, or about to be)."""
+
+    def response(self, message: ClientResponse, incoming: Incoming, session: Session) -> None:
+        """The client's answer to a request the server sent (legacy sessions),
+        about to travel to the worker that asked."""
 
     def session_ended(self, session: Session, now: float) -> None:
         """A legacy session ended by the client's ``DELETE``."""
