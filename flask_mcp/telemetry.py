@@ -24,8 +24,8 @@ from .protocol.transport import Incoming, Reply
 from .telemetry_names import ACCESS_LOGGER, RESPONSE_SPAN, TASK_CALL_LINK, TASK_ID
 
 if TYPE_CHECKING:
-    from .protocol.task_handle import TaskHandle
     from .protocol.round_trips import RoundTrips
+    from .protocol.task_handle import TaskHandle
 
 #: One record per MCP request: method, target, outcome, duration, session, subject.
 access_log = logging.getLogger(ACCESS_LOGGER)

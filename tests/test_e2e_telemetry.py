@@ -230,9 +230,9 @@ def test_an_elicitation_answered_through_the_other_worker_joins_the_call_s_trace
                     waiting = int(message["params"]["message"].rsplit(" ", 1)[1].rstrip(")"))
                     other = _worker(server, lambda pid, waiting=waiting: pid != waiting)
                     context = message["params"]["_meta"]["traceparent"]
-                    status, _ = other.post(
-                        {"jsonrpc": "2.0", "id": message["id"], "result": {"action": "accept", "content": {"name": "Ada"}}},
-                        {**ACCEPT, **TOKEN, **session, "traceparent": context})
+                    answer = {"action": "accept", "content": {"name": "Ada"}}
+                    status, _ = other.post({"jsonrpc": "2.0", "id": message["id"], "result": answer},
+                                           {**ACCEPT, **TOKEN, **session, "traceparent": context})
                     assert status == 202
                     answered_by.append(other.pid)
                 elif message.get("id") == 1:
