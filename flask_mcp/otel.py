@@ -15,6 +15,7 @@ from typing import Any
 from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from .gauges import GaugeSources
 from .protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
 from .protocol.task_handle import TaskHandle
 from .protocol.task_methods import TASK_METHODS
@@ -25,8 +26,14 @@ from .telemetry_names import (
     FIRST_ROUND_LINK,
     OPERATION_DURATION,
     SESSION_DURATION,
+    SESSIONS_LIVE,
+    STREAM_KIND,
+    STREAMS_OPEN,
     TASK_ID,
     TASK_STATUS,
+    TASKS_ENDED,
+    TASKS_LIVE,
+    TASKS_RUNNING,
 )
 
 _SCOPE = "flask_mcp"
@@ -51,6 +58,9 @@ class Instruments:
         self.tracer: trace.Tracer | None = None
         self.operation: metrics.Histogram | None = None
         self.session: metrics.Histogram | None = None
+        self.tasks_ended: metrics.Counter | None = None
+        #: What the operator gauges read (set by the extension; ``None``: no gauges).
+        self.sources: GaugeSources | None = None
         #: Providers of this app's own, used instead of the global ones (see :meth:`use`).
         self.own_tracer_provider: trace.TracerProvider | None = None
         self.own_meter_provider: metrics.MeterProvider | None = None
@@ -61,6 +71,14 @@ class Instruments:
     def use(self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> None:
         self.own_tracer_provider = tracer_provider
         self.own_meter_provider = meter_provider
+        self._next_look = time.monotonic() + LOOK_INTERVAL
+        self._look()  # the gauges report from now on, before any request
+
+    def gauges(self, sources: GaugeSources) -> None:
+        """Read the operator gauges from ``sources``, with the meter provider
+        in use now (looked up again) or later."""
+        self.sources = sources
+        self._meter_provider = None
         self._next_look = 0.0
 
     def active(self) -> bool:
@@ -84,7 +102,7 @@ class Instruments:
         if meter_provider is not self._meter_provider:
             self._meter_provider = meter_provider
             if _is_api_default(meter_provider, "opentelemetry.metrics"):
-                self.operation = self.session = None
+                self.operation = self.session = self.tasks_ended = None
             else:
                 meter = meter_provider.get_meter(_SCOPE, self.version)
                 self.operation = meter.create_histogram(
@@ -97,6 +115,10 @@ class Instruments:
                     description="The duration of the MCP session as observed on the server.",
                     explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
                 )
+                self.tasks_ended = meter.create_counter(
+                    TASKS_ENDED, unit="{task}", description="Task runs this process ended, by final status.")
+                if self.sources is not None:
+                    _observe(meter, self.sources)
 
     def start(self, method: str, target: str | None, attributes: dict[str, Any],
               params: Mapping[str, Any], headers: Mapping[str, str],
@@ -145,8 +167,14 @@ class Instruments:
     def run_task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> None:
         """Run a task tool (in its thread) inside an ``INTERNAL`` span named
         ``task {tool}``: a child of the ``tools/call`` span that started it
-        (the thread runs in that call's context), which it outlives."""
-        assert self.tracer is not None
+        (the thread runs in that call's context), which it outlives. Counts
+        how it ended on ``flask_mcp.tasks.ended``."""
+        if self.tracer is None:
+            try:
+                work()
+            finally:
+                self._count_end(handle)
+            return
         attributes: dict[str, Any] = {"gen_ai.tool.name": tool}
         session = handle.request.session
         if session is not None:
@@ -165,6 +193,12 @@ class Instruments:
                     if error_type is not None:
                         span.set_attribute("error.type", error_type)
                         span.set_status(Status(StatusCode.ERROR, ended.status_message))
+                self._count_end(handle)
+
+    def _count_end(self, handle: TaskHandle) -> None:
+        ended = handle.ended
+        if ended is not None and self.tasks_ended is not None:
+            self.tasks_ended.add(1, {TASK_STATUS: ended.status})
 
     @staticmethod
     def current_context() -> dict[str, str]:
@@ -227,6 +261,33 @@ class Instruments:
         if self.session is not None:
             self.session.record(seconds, {"mcp.protocol.version": version, "network.transport": "tcp",
                                           "network.protocol.name": "http"})
+
+
+def _observe(meter: metrics.Meter, sources: GaugeSources) -> None:
+    """The operator gauges, read from ``sources`` at each collection (never on a request)."""
+
+    def reading(read: Callable[[], int | None], attributes: dict[str, str] | None = None) -> Callable[..., Any]:
+        def callback(options: metrics.CallbackOptions) -> list[metrics.Observation]:
+            value = read()
+            return [] if value is None else [metrics.Observation(value, attributes)]
+
+        return callback
+
+    if sources.sessions is not None:
+        meter.create_observable_gauge(SESSIONS_LIVE, [reading(sources.sessions.value)], unit="{session}",
+                                      description="Live legacy sessions in the session store (store-wide).")
+    if sources.tasks is not None:
+        meter.create_observable_gauge(TASKS_LIVE, [reading(sources.tasks.value)], unit="{task}",
+                                      description="Live task records in the task store (store-wide).")
+    if sources.running_tasks is not None:
+        meter.create_observable_up_down_counter(TASKS_RUNNING, [reading(sources.running_tasks)], unit="{task}",
+                                                description="Task tools running in this process.")
+    streams = [reading(read, {STREAM_KIND: kind}) for kind, read in
+               (("response", sources.response_streams), ("long_lived", sources.long_lived_streams))
+               if read is not None]
+    if streams:
+        meter.create_observable_up_down_counter(STREAMS_OPEN, streams, unit="{stream}",
+                                                description="Event streams this process holds open.")
 
 
 def _task_error_type(record: TaskRecord) -> str | None:

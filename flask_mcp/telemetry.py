@@ -24,6 +24,7 @@ from .protocol.transport import Incoming, Reply
 from .telemetry_names import ACCESS_LOGGER, RESPONSE_SPAN, TASK_CALL_LINK, TASK_ID
 
 if TYPE_CHECKING:
+    from .gauges import GaugeSources
     from .protocol.round_trips import RoundTrips
     from .protocol.task_handle import TaskHandle
 
@@ -51,6 +52,12 @@ class Telemetry:
             self.otel: Any = None
         else:
             self.otel = otel.Instruments(version)
+
+    def gauges(self, sources: GaugeSources) -> None:
+        """What the operator gauges read (the extension hands them over); they
+        are made with the next meter provider seen."""
+        if self.otel is not None:
+            self.otel.gauges(sources)
 
     def use(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         """Record this app's spans and metrics with these providers instead of
@@ -194,7 +201,7 @@ class Telemetry:
     def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
         """A task's run, in a span of its own when tracing (see :meth:`.otel.Instruments.run_task`)."""
         otel = self.otel
-        if otel is None or not otel.active() or otel.tracer is None:
+        if otel is None or not otel.active():
             return work
 
         def traced() -> None:

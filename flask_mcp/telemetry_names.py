@@ -21,3 +21,12 @@ TASK_ID = "flask_mcp.task.id"
 TASK_STATUS = "flask_mcp.task.status"
 #: The span of a client's answer to a request the server sent (legacy sessions).
 RESPONSE_SPAN = "response"
+
+#: The operator gauges and counters (the conventions have none of these).
+SESSIONS_LIVE = "flask_mcp.sessions.live"
+TASKS_LIVE = "flask_mcp.tasks.live"
+TASKS_RUNNING = "flask_mcp.tasks.running"
+TASKS_ENDED = "flask_mcp.tasks.ended"
+STREAMS_OPEN = "flask_mcp.streams.open"
+#: ``response`` (a request's event stream) or ``long_lived`` (listen, resumed GET), on ``flask_mcp.streams.open``.
+STREAM_KIND = "flask_mcp.stream.kind"

@@ -112,6 +112,10 @@ class Tasks:
         #: Watches each task's run in this process (``None``: nobody does).
         self.observer: TaskObserver | None = None
 
+    def running_here(self) -> int:
+        """How many task tools run in this process now (an operator gauge)."""
+        return len(self._running)
+
     def table(self) -> dict[str, Callable[[RequestInfo], dict[str, Any]]]:
         return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}
 
