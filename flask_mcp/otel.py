@@ -79,7 +79,8 @@ class Instruments:
         in use now (looked up again) or later."""
         self.sources = sources
         self._meter_provider = None
-        self._next_look = 0.0
+        self._next_look = time.monotonic() + LOOK_INTERVAL
+        self._look()
 
     def active(self) -> bool:
         """Whether an SDK listens: the hot path's one check. The global providers
