@@ -206,18 +206,14 @@ def _post() -> Response:
         response.call_on_close(slots.give_back)
         return response
     if reply.deferred is not None:
-        response = streaming.respond(
+        return streaming.respond(
             reply.deferred,
             live=_accepts_stream(req),
             options=state.stream_options,
             render=lambda done: _render(done, wants_stream),
             recorder=_recorder(state, reply.resumable_session),
+            streams=state.open_streams,
         )
-        if response.mimetype == EVENT_STREAM:  # counted while open (flask_mcp.streams.open)
-            streams = state.open_streams
-            streams.opened()
-            response.call_on_close(streams.closed)
-        return response
     if notifications and reply.body is not None and _accepts_stream(req):
         return _render_stream(notifications, reply)  # a 2025-03-26 batch
     return _render(reply, wants_stream)
