@@ -54,8 +54,8 @@ class Telemetry:
             self.otel = otel.Instruments(version)
 
     def gauges(self, sources: GaugeSources) -> None:
-        """What the operator gauges read (the extension hands them over); they
-        are made with the next meter provider seen."""
+        """What the operator gauges read (the extension hands them over): made
+        now with the meter provider in use, or with the next one seen."""
         if self.otel is not None:
             self.otel.gauges(sources)
 
