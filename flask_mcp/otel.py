@@ -202,10 +202,16 @@ class Instruments:
             self.tasks_ended.add(1, {TASK_STATUS: ended.status})
 
     @staticmethod
-    def current_context() -> dict[str, str]:
-        """The current trace context as a carrier (``traceparent``...)."""
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier)
+    def context_of(started: Any) -> Callable[[], dict[str, str]]:
+        """The trace context of the span :meth:`start` returned, as a carrier
+        (``traceparent``...), made when called."""
+        span = started[0]
+
+        def carrier() -> dict[str, str]:
+            found: dict[str, str] = {}
+            propagate.inject(found, context=trace.set_span_in_context(span))
+            return found
+
         return carrier
 
     @staticmethod

@@ -90,8 +90,8 @@ class Telemetry:
         emit = request.emit
         if tracing:  # the server's own requests (elicitation, sampling, roots) carry the trace
             request.emit = otel.carrying_context(emit)
-            if method in _ROUND_TRIP_METHODS:  # an input_required result seals the first round's context
-                request.carried = first_round or otel.current_context()
+            if method in _ROUND_TRIP_METHODS:  # an input_required result or a task keeps the first round's
+                request.carried = first_round or otel.context_of(span)  # context, made only if one needs it
         error_type: str | None = None
         message_text: str | None = None
         try:
@@ -99,7 +99,7 @@ class Telemetry:
             error_type, message_text = _outcome(reply)
             if tracing:
                 otel.inject_into_input_requests(reply.body)
-                if request.carried and method.startswith("tasks/"):  # the task's record had its call's context
+                if method.startswith("tasks/") and isinstance(request.carried, dict):  # from the task's record
                     otel.link(span, request.carried, TASK_CALL_LINK)
             return reply
         except RequestCancelled:

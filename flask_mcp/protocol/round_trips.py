@@ -97,8 +97,9 @@ class RoundTrips:
             raise InternalError("Input requests outside 2026-07-28 travel on the response stream.")
         state: dict[str, Any] = {"bind": bound_to, "exp": self.clock() + STATE_LIFETIME,
                                  "answers": request.input_responses}
-        if request.carried:
-            state["carried"] = request.carried
+        carried = request.carried_now()
+        if carried:
+            state["carried"] = carried
         return {
             "resultType": "input_required",
             "inputRequests": {r.key: r.to_wire() for r in needed.requests},

@@ -115,7 +115,7 @@ class TaskHandle:
             return
         record = self.tasks.new_record(self.request.principal)
         record.status_message = status_message
-        record.carried = self.request.carried
+        record.carried = self.request.carried_now()
         self.tasks.store.create(record)
         self.record = record
         self.tasks._track(self, True)
