@@ -212,6 +212,7 @@ def _post() -> Response:
             options=state.stream_options,
             render=lambda done: _render(done, wants_stream),
             recorder=_recorder(state, reply.resumable_session),
+            streams=state.open_streams,
         )
     if notifications and reply.body is not None and _accepts_stream(req):
         return _render_stream(notifications, reply)  # a 2025-03-26 batch

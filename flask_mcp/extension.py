@@ -16,11 +16,13 @@ from flask import Flask, current_app, has_app_context
 from . import hardening
 from .auth import Authenticator, Principal, TokenVerifier, as_verifier, register_metadata
 from .backends import Backend, open_backend
+from .backends.contracts import CountableStore
 from .blueprint import create_blueprint
 from .capacity import StreamSlots
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
 from .environment import unloaded_variables, unloaded_warning
+from .gauges import CachedCount, GaugeSources, OpenStreams
 from .options import ToolOptions, check_options
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
@@ -77,6 +79,11 @@ class MCPState:
         settings = self.settings
         return StreamOptions(settings.sse_heartbeat, settings.sse_retry_ms, settings.sse_poll_after,
                              settings.sse_probe_interval)
+
+    @cached_property
+    def open_streams(self) -> OpenStreams:
+        """The event-stream responses this worker is sending (an operator gauge)."""
+        return OpenStreams()
 
     @cached_property
     def stream_slots(self) -> StreamSlots:
@@ -174,10 +181,15 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             from .oauth.server import OAuthServer
 
             verifier = OAuthServer(app, settings).verifier
-        telemetry = Telemetry(settings.version) if settings.telemetry else None
+        telemetry = Telemetry(settings.version, server.methods.rounds) if settings.telemetry else None
         server.observer = telemetry
+        if server.methods.tasks is not None:
+            server.methods.tasks.observer = telemetry
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
-        app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits, telemetry)
+        state = app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits,
+                                                 telemetry)
+        if telemetry is not None:
+            telemetry.gauges(_gauge_sources(state))
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
         register_metadata(app, settings)  # RFC 9728, when MCP_AUTH is on
         rate_limits.install(app, self.blueprint)
@@ -316,6 +328,18 @@ def _tasks(app: Flask, backend: Backend, settings: Settings) -> Tasks | None:
         max_running=settings.task_max_running,
         queue=queue,
     ))
+
+
+def _gauge_sources(state: MCPState) -> GaugeSources:
+    """What the operator gauges read: the stores' counts (when they can count), cached."""
+    backend, tasks = state.backend, state.server.methods.tasks
+    return GaugeSources(
+        sessions=CachedCount(backend.sessions.count) if isinstance(backend.sessions, CountableStore) else None,
+        tasks=CachedCount(backend.tasks.count) if isinstance(backend.tasks, CountableStore) else None,
+        running_tasks=tasks.running_here if tasks is not None else None,
+        long_lived_streams=lambda: state.stream_slots.held,
+        response_streams=lambda: state.open_streams.value,
+    )
 
 
 def _request_state_key() -> bytes:

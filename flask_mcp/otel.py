@@ -15,10 +15,26 @@ from typing import Any
 from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from .gauges import GaugeSources
 from .protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
+from .protocol.task_handle import TaskHandle
 from .protocol.task_methods import TASK_METHODS
+from .protocol.task_records import CANCELLED, FAILED, TaskRecord
 from .protocol.versions import REVISIONS
-from .telemetry_names import DURATION_BUCKETS, OPERATION_DURATION, SESSION_DURATION
+from .telemetry_names import (
+    DURATION_BUCKETS,
+    FIRST_ROUND_LINK,
+    OPERATION_DURATION,
+    SESSION_DURATION,
+    SESSIONS_LIVE,
+    STREAM_KIND,
+    STREAMS_OPEN,
+    TASK_ID,
+    TASK_STATUS,
+    TASKS_ENDED,
+    TASKS_LIVE,
+    TASKS_RUNNING,
+)
 
 _SCOPE = "flask_mcp"
 #: Seconds between two lookups of the global providers (an SDK set later is seen within it).
@@ -42,6 +58,9 @@ class Instruments:
         self.tracer: trace.Tracer | None = None
         self.operation: metrics.Histogram | None = None
         self.session: metrics.Histogram | None = None
+        self.tasks_ended: metrics.Counter | None = None
+        #: What the operator gauges read (set by the extension; ``None``: no gauges).
+        self.sources: GaugeSources | None = None
         #: Providers of this app's own, used instead of the global ones (see :meth:`use`).
         self.own_tracer_provider: trace.TracerProvider | None = None
         self.own_meter_provider: metrics.MeterProvider | None = None
@@ -52,7 +71,16 @@ class Instruments:
     def use(self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> None:
         self.own_tracer_provider = tracer_provider
         self.own_meter_provider = meter_provider
-        self._next_look = 0.0
+        self._next_look = time.monotonic() + LOOK_INTERVAL
+        self._look()  # the gauges report from now on, before any request
+
+    def gauges(self, sources: GaugeSources) -> None:
+        """Read the operator gauges from ``sources``, with the meter provider
+        in use now (looked up again) or later."""
+        self.sources = sources
+        self._meter_provider = None
+        self._next_look = time.monotonic() + LOOK_INTERVAL
+        self._look()
 
     def active(self) -> bool:
         """Whether an SDK listens: the hot path's one check. The global providers
@@ -75,7 +103,7 @@ class Instruments:
         if meter_provider is not self._meter_provider:
             self._meter_provider = meter_provider
             if _is_api_default(meter_provider, "opentelemetry.metrics"):
-                self.operation = self.session = None
+                self.operation = self.session = self.tasks_ended = None
             else:
                 meter = meter_provider.get_meter(_SCOPE, self.version)
                 self.operation = meter.create_histogram(
@@ -88,13 +116,22 @@ class Instruments:
                     description="The duration of the MCP session as observed on the server.",
                     explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
                 )
+                self.tasks_ended = meter.create_counter(
+                    TASKS_ENDED, unit="{task}", description="Task runs this process ended, by final status.")
+                if self.sources is not None:
+                    _observe(meter, self.sources)
 
     def start(self, method: str, target: str | None, attributes: dict[str, Any],
-              params: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+              params: Mapping[str, Any], headers: Mapping[str, str],
+              first_round: Mapping[str, str] | None = None) -> Any:
         """Start the server span, made current (a tool's own spans nest under it).
         Its parent is the trace context in ``params._meta`` (the ambient one,
         e.g. opentelemetry-instrumentation-flask's span, is then linked), else the
-        ambient context, else the HTTP headers'. Returns what :meth:`end` needs."""
+        ambient context, else the HTTP headers'. ``first_round``: the context of
+        the first round of a multi round-trip call, sealed in the retry's
+        ``requestState``: linked when the retry brought a context of its own,
+        else the parent (the retry continues the call's trace). Returns what
+        :meth:`end` needs."""
         if self.tracer is None:
             return (None, None)
         meta = params.get("_meta")
@@ -109,10 +146,73 @@ class Instruments:
             parent = None
         else:
             parent = propagate.extract(headers)
+        if first_round is not None:
+            origin = trace.get_current_span(propagate.extract(first_round)).get_span_context()
+            if origin.is_valid:
+                if parent is None or trace.get_current_span(parent).get_span_context().is_valid:
+                    links.append(Link(origin, {FIRST_ROUND_LINK: True}))
+                else:  # the retry came with no trace context: it continues the first round's trace
+                    parent = trace.set_span_in_context(trace.NonRecordingSpan(origin))
         name = method if target is None else f"{method} {target}"
         span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links)
         token = context.attach(trace.set_span_in_context(span))
         return (span, token)
+
+    @staticmethod
+    def link(started: Any, carrier: Mapping[str, str], marker: str) -> None:
+        """Link the span :meth:`start` returned to the span ``carrier`` names."""
+        origin = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+        if origin.is_valid and started[0] is not None:
+            started[0].add_link(origin, {marker: True})
+
+    def run_task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> None:
+        """Run a task tool (in its thread) inside an ``INTERNAL`` span named
+        ``task {tool}``: a child of the ``tools/call`` span that started it
+        (the thread runs in that call's context), which it outlives. Counts
+        how it ended on ``flask_mcp.tasks.ended``."""
+        if self.tracer is None:
+            try:
+                work()
+            finally:
+                self._count_end(handle)
+            return
+        attributes: dict[str, Any] = {"gen_ai.tool.name": tool}
+        session = handle.request.session
+        if session is not None:
+            attributes["mcp.session.id"] = session.id
+        with self.tracer.start_as_current_span(f"task {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
+                                               record_exception=False, set_status_on_exception=False) as span:
+            try:
+                work()
+            finally:
+                if handle.task_id is not None:
+                    span.set_attribute(TASK_ID, handle.task_id)
+                ended = handle.ended
+                if ended is not None:
+                    span.set_attribute(TASK_STATUS, ended.status)
+                    error_type = _task_error_type(ended)
+                    if error_type is not None:
+                        span.set_attribute("error.type", error_type)
+                        span.set_status(Status(StatusCode.ERROR, ended.status_message))
+                self._count_end(handle)
+
+    def _count_end(self, handle: TaskHandle) -> None:
+        ended = handle.ended
+        if ended is not None and self.tasks_ended is not None:
+            self.tasks_ended.add(1, {TASK_STATUS: ended.status})
+
+    @staticmethod
+    def context_of(started: Any) -> Callable[[], dict[str, str]]:
+        """The trace context of the span :meth:`start` returned, as a carrier
+        (``traceparent``...), made when called."""
+        span = started[0]
+
+        def carrier() -> dict[str, str]:
+            found: dict[str, str] = {}
+            propagate.inject(found, context=trace.set_span_in_context(span))
+            return found
+
+        return carrier
 
     @staticmethod
     def carrying_context(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
@@ -140,8 +240,9 @@ class Instruments:
                     item["params"] = _with_context(item.get("params"))
 
     def end(self, started: Any, attributes: dict[str, Any], error_type: str | None,
-            description: str | None, seconds: float) -> str | None:
-        """End the span and record the duration; the trace id (hex) for the access log."""
+            description: str | None, seconds: float, record: bool = True) -> str | None:
+        """End the span and record the duration (unless not ``record``); the
+        trace id (hex) for the access log."""
         span, token = started
         if error_type is not None:
             attributes["error.type"] = error_type
@@ -159,7 +260,7 @@ class Instruments:
             span_context = span.get_span_context()
             if span_context.is_valid:
                 trace_id = format(span_context.trace_id, "032x")
-        if self.operation is not None:
+        if record and self.operation is not None:
             self.operation.record(seconds, _metric_attributes(attributes, error_type))
         return trace_id
 
@@ -167,6 +268,45 @@ class Instruments:
         if self.session is not None:
             self.session.record(seconds, {"mcp.protocol.version": version, "network.transport": "tcp",
                                           "network.protocol.name": "http"})
+
+
+def _observe(meter: metrics.Meter, sources: GaugeSources) -> None:
+    """The operator gauges, read from ``sources`` at each collection (never on a request)."""
+
+    def reading(read: Callable[[], int | None], attributes: dict[str, str] | None = None) -> Callable[..., Any]:
+        def callback(options: metrics.CallbackOptions) -> list[metrics.Observation]:
+            value = read()
+            return [] if value is None else [metrics.Observation(value, attributes)]
+
+        return callback
+
+    if sources.sessions is not None:
+        meter.create_observable_gauge(SESSIONS_LIVE, [reading(sources.sessions.value)], unit="{session}",
+                                      description="Live legacy sessions in the session store (store-wide).")
+    if sources.tasks is not None:
+        meter.create_observable_gauge(TASKS_LIVE, [reading(sources.tasks.value)], unit="{task}",
+                                      description="Live task records in the task store (store-wide).")
+    if sources.running_tasks is not None:
+        meter.create_observable_up_down_counter(TASKS_RUNNING, [reading(sources.running_tasks)], unit="{task}",
+                                                description="Task tools running in this process.")
+    streams = [reading(read, {STREAM_KIND: kind}) for kind, read in
+               (("response", sources.response_streams), ("long_lived", sources.long_lived_streams))
+               if read is not None]
+    if streams:
+        meter.create_observable_up_down_counter(STREAMS_OPEN, streams, unit="{stream}",
+                                                description="Event streams this process holds open.")
+
+
+def _task_error_type(record: TaskRecord) -> str | None:
+    """``error.type`` of a task's run, as for a call answered at once."""
+    if record.status == CANCELLED:
+        return "cancelled"
+    if record.status == FAILED:
+        code = record.error.get("code") if isinstance(record.error, dict) else None
+        return str(code) if code is not None else FAILED
+    if isinstance(record.result, dict) and record.result.get("isError") is True:
+        return "tool_error"
+    return None
 
 
 def _with_context(params: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Response, copy_current_request_context, request
 
@@ -30,6 +30,9 @@ from .protocol.events import EventLog, Resume, StreamRecorder, event_id, follow
 from .protocol.session import StoreUnavailable
 from .protocol.subscriptions import Listen
 from .protocol.transport import Deferred, Reply
+
+if TYPE_CHECKING:
+    from .gauges import OpenStreams
 
 logger = logging.getLogger("flask_mcp")
 
@@ -116,12 +119,14 @@ def respond(
     options: StreamOptions,
     render: Callable[[Reply], Response],
     recorder: StreamRecorder | None = None,
+    streams: OpenStreams | None = None,
 ) -> Response:
     """Run a deferred request and answer it: JSON, or an event stream once a
     message must precede the result. Without ``live`` (a client that takes no
     event stream) it runs here and nothing precedes the result. With a
     ``recorder`` (a 2025-11-25 session) the stream is primed, its events carry
-    ids and are kept, so the client can resume it after a dropped connection."""
+    ids and are kept, so the client can resume it after a dropped connection.
+    ``streams`` counts the event stream while it is open."""
     if not live:
         return render(deferred(None, _never, None) or _cancelled_reply())
     outbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
@@ -165,12 +170,16 @@ def respond(
         return render(first.reply or _cancelled_reply())
     priming = sse.priming(event_id(recorder.stream_id, 0), options.retry_ms) if recorder is not None else None
     idle = _Idle(peer, options.heartbeat, options.probe)
-    return Response(
+    response = Response(
         sse.guarded(_relay(first, outbox, closed, options, priming, idle)),
         status=200,
         headers=sse.SSE_HEADERS,
         mimetype=EVENT_STREAM,
     )
+    if streams is not None:  # counted while open (flask_mcp.streams.open)
+        streams.opened()
+        response.call_on_close(streams.closed)
+    return response
 
 
 def _first(outbox: queue.SimpleQueue[_Item], peer: Peer, probe: float) -> _Item | None:

@@ -14,14 +14,19 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .protocol.jsonrpc import Notification, Request
+from .protocol.jsonrpc import ClientResponse, Notification, Request
 from .protocol.observe import Run
 from .protocol.request_info import RequestCancelled, RequestInfo
 from .protocol.session import Session, StoreUnavailable
 from .protocol.transport import Incoming, Reply
-from .telemetry_names import ACCESS_LOGGER
+from .telemetry_names import ACCESS_LOGGER, RESPONSE_SPAN, TASK_CALL_LINK, TASK_ID
+
+if TYPE_CHECKING:
+    from .gauges import GaugeSources
+    from .protocol.round_trips import RoundTrips
+    from .protocol.task_handle import TaskHandle
 
 #: One record per MCP request: method, target, outcome, duration, session, subject.
 access_log = logging.getLogger(ACCESS_LOGGER)
@@ -30,19 +35,29 @@ _TARGETS = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name
 _URI_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe",
                           "notifications/resources/updated"})
 _INFO = logging.INFO
+#: The methods whose calls may span several rounds (2026-07-28 ``input_required``).
+_ROUND_TRIP_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
 class Telemetry:
     """The core's observer: see the module's docstring."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, rounds: RoundTrips | None = None) -> None:
         self.version = version
+        #: Opens a retry's ``requestState`` (the first round's trace context).
+        self.rounds = rounds
         try:
             from . import otel
         except ImportError:  # no opentelemetry-api: the access log only
             self.otel: Any = None
         else:
             self.otel = otel.Instruments(version)
+
+    def gauges(self, sources: GaugeSources) -> None:
+        """What the operator gauges read (the extension hands them over): made
+        now with the meter provider in use, or with the next one seen."""
+        if self.otel is not None:
+            self.otel.gauges(sources)
 
     def use(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         """Record this app's spans and metrics with these providers instead of
@@ -67,11 +82,16 @@ class Telemetry:
             attributes["jsonrpc.request.id"] = str(message.id)
         target = _target(method, params)
         started = time.perf_counter()
-        span = otel.start(method, target, attributes, params, request.headers) if active else None
+        span = None
+        if active:
+            first_round = self._first_round(params) if method in _ROUND_TRIP_METHODS else None
+            span = otel.start(method, target, attributes, params, request.headers, first_round)
         tracing = span is not None and span[0] is not None
         emit = request.emit
         if tracing:  # the server's own requests (elicitation, sampling, roots) carry the trace
             request.emit = otel.carrying_context(emit)
+            if method in _ROUND_TRIP_METHODS:  # an input_required result or a task keeps the first round's
+                request.carried = first_round or otel.context_of(span)  # context, made only if one needs it
         error_type: str | None = None
         message_text: str | None = None
         try:
@@ -79,6 +99,8 @@ class Telemetry:
             error_type, message_text = _outcome(reply)
             if tracing:
                 otel.inject_into_input_requests(reply.body)
+                if method.startswith("tasks/") and isinstance(request.carried, dict):  # from the task's record
+                    otel.link(span, request.carried, TASK_CALL_LINK)
             return reply
         except RequestCancelled:
             error_type, message_text = "cancelled", "The client cancelled the request."
@@ -94,6 +116,13 @@ class Telemetry:
                 trace_id = otel.end(span, attributes, error_type, message_text, seconds)
             if access_log.isEnabledFor(_INFO):
                 _log_access(method, target, error_type, seconds, request, message.id, trace_id)
+
+    def _first_round(self, params: dict[str, Any]) -> dict[str, str] | None:
+        """The first round's trace context, sealed in a retry's ``requestState``."""
+        state = params.get("requestState")
+        if state is None or self.rounds is None:
+            return None
+        return self.rounds.carried(state)
 
     def refused(self, body: bytes, status: int, description: str, headers: Mapping[str, str]) -> None:
         """A request the HTTP layer turned away before the core saw it
@@ -146,6 +175,40 @@ class Telemetry:
         span = otel.start(message.method, None, attributes, message.params, incoming.headers)
         otel.end(span, attributes, None, None, 0.0)
 
+    def response(self, message: ClientResponse, incoming: Incoming, session: Session) -> None:
+        """A span for a client's answer (elicitation, sampling, roots) arriving
+        on this worker: its parent is the trace context the answer carries (in
+        ``result._meta``, or the HTTP headers), which an instrumented client
+        takes from the request it answers; so the answer joins the call's trace."""
+        otel = self.otel
+        if otel is None or not otel.active() or otel.tracer is None:
+            return
+        attributes = _attributes(RESPONSE_SPAN, {}, session.protocol_version, session.id)
+        del attributes["mcp.method.name"]  # the method is known only to the worker that asked
+        attributes["jsonrpc.request.id"] = str(message.id)
+        error = message.error
+        error_type = None
+        description = None
+        if error is not None:
+            code = error.get("code") if isinstance(error, dict) else None
+            error_type = str(code) if code is not None else "error"
+            description = error.get("message") if isinstance(error, dict) else None
+        result = message.result if isinstance(message.result, dict) else {}
+        span = otel.start(RESPONSE_SPAN, None, attributes, result, incoming.headers)
+        otel.end(span, attributes, error_type, description if isinstance(description, str) else None, 0.0,
+                 record=False)
+
+    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
+        """A task's run, in a span of its own when tracing (see :meth:`.otel.Instruments.run_task`)."""
+        otel = self.otel
+        if otel is None or not otel.active():
+            return work
+
+        def traced() -> None:
+            otel.run_task(handle, tool, work)
+
+        return traced
+
     def session_ended(self, session: Session, now: float) -> None:
         otel = self.otel
         if otel is not None and otel.active() and session.created_at:
@@ -197,6 +260,10 @@ def _attributes(method: str, params: dict[str, Any], version: str | None, sessio
         uri = params.get("uri")
         if isinstance(uri, str):
             attributes["mcp.resource.uri"] = uri
+    elif method.startswith("tasks/"):
+        task_id = params.get("taskId")
+        if isinstance(task_id, str):
+            attributes[TASK_ID] = task_id
     return attributes
 
 

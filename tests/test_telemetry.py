@@ -83,11 +83,25 @@ def app(app: Flask, reader: InMemoryMetricReader) -> Flask:
         answer = ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
         return f"hello {answer.content}"
 
+    @mcp.tool
+    def two_questions(ctx: Context) -> str:
+        """Asks twice: on 2026-07-28, three rounds of one call."""
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        first = ctx.elicit("First name?", schema)
+        second = ctx.elicit("Last name?", schema)
+        return f"hello {first.content} {second.content}"
+
     @mcp.tool(task="optional")
     def background() -> str:
         """Runs as a task when the client asks; its span nests under the call."""
         with tracer.start_as_current_span("background work"):
             return "finished"
+
+    @mcp.tool(task="optional")
+    def broken_task(ctx: Context) -> str:
+        """Starts its task, then fails as a tool error."""
+        ctx.start_task()
+        raise ToolError("the weather service is down")
 
     @mcp.resource("data://report")
     def report() -> str:
@@ -311,14 +325,21 @@ def test_a_legacy_elicitation_carries_the_trace_to_the_client(
     asked: list[dict[str, Any]] = []
 
     def answer(request: dict[str, Any]) -> dict[str, Any]:
-        asked.append(request)
-        return {"action": "accept", "content": {"name": "Ada"}}
+        asked.append(request)  # an instrumented client answers in the trace it was handed
+        return {"action": "accept", "content": {"name": "Ada"},
+                "_meta": {"traceparent": request["params"]["_meta"]["traceparent"]}}
 
     client.on_request = answer
     assert "Ada" in client.call_tool("ask_name").result["content"][0]["text"]
     span = _one(spans, "tools/call ask_name")
     assert [r["method"] for r in asked] == ["elicitation/create"]
     assert _trace_of(asked[0]["params"]["_meta"]) == format(span.context.trace_id, "032x")
+    response = _one(spans, "response")
+    assert response.context.trace_id == span.context.trace_id
+    attributes = dict(response.attributes or {})
+    assert attributes["jsonrpc.request.id"] == asked[0]["id"]
+    assert attributes["mcp.session.id"] == client.session_id
+    assert "mcp.method.name" not in attributes
 
 
 def test_input_required_requests_carry_the_trace(
@@ -339,11 +360,96 @@ def test_a_task_runs_under_the_call_that_started_it(
     created = client.call_tool("background").result
     assert "taskId" in created
     deadline = time.monotonic() + 10
-    while not [s for s in spans.get_finished_spans() if s.name == "background work"]:
+    while not [s for s in spans.get_finished_spans() if s.name == "task background"]:
         assert time.monotonic() < deadline, "the task's span never ended"
         time.sleep(0.01)
     call = _one(spans, "tools/call background")
+    run = _one(spans, "task background")
     work = _one(spans, "background work")
-    assert work.parent is not None and work.parent.span_id == call.context.span_id
+    assert run.kind is SpanKind.INTERNAL
+    assert run.parent is not None and run.parent.span_id == call.context.span_id
+    assert work.parent is not None and work.parent.span_id == run.context.span_id
+    attributes = dict(run.attributes or {})
+    assert attributes["flask_mcp.task.id"] == created["taskId"]
+    assert attributes["flask_mcp.task.status"] == "completed"
+    assert attributes["gen_ai.tool.name"] == "background"
+    assert run.status.status_code is StatusCode.UNSET
+    # tasks/get: a span in the client's trace, linked to the call that created the task
     client.get_task(created["taskId"])
-    assert _one(spans, "tasks/get").attributes is not None
+    get = _one(spans, "tasks/get")
+    assert get.attributes is not None and get.attributes["flask_mcp.task.id"] == created["taskId"]
+    (link,) = get.links
+    assert link.context.span_id == call.context.span_id
+    assert link.attributes is not None and link.attributes["flask_mcp.task_call"] is True
+
+
+def test_a_failing_task_s_span_has_the_error(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
+    created = client.call_tool("broken_task").result
+    assert "taskId" in created
+    deadline = time.monotonic() + 10
+    while not [s for s in spans.get_finished_spans() if s.name == "task broken_task"]:
+        assert time.monotonic() < deadline, "the task's span never ended"
+        time.sleep(0.01)
+    run = _one(spans, "task broken_task")
+    assert run.attributes is not None and run.attributes["error.type"] == "tool_error"
+    assert run.status.status_code is StatusCode.ERROR
+
+def _rounds(client: MCPTestClient, meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The three rounds of ``two_questions``, each with ``meta`` in its ``_meta``."""
+    result = client.call_tool("two_questions", meta=meta).result
+    for answer in ("Ada", "Lovelace"):
+        assert result["resultType"] == "input_required", result
+        (key,) = result["inputRequests"]
+        result = client.request("tools/call", {
+            "name": "two_questions", "requestState": result["requestState"],
+            "inputResponses": {key: {"action": "accept", "content": {"name": answer}}}}, meta=meta).result
+    return result
+
+
+def test_the_rounds_of_a_call_without_trace_context_continue_the_first_rounds_trace(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    """A retry that brings no trace context (no ``_meta``, no header) is a child of
+    the first round's span, sealed in ``requestState``: one call, one trace."""
+    client = connect(make_client, app, "2026-07-28", capabilities={"elicitation": {}})
+    assert "Ada" in _rounds(client, None)["content"][0]["text"]
+    first, second, third = sorted((s for s in spans.get_finished_spans() if s.name == "tools/call two_questions"),
+                                  key=lambda s: s.start_time or 0)
+    assert first.parent is None
+    for retry in (second, third):
+        assert retry.context.trace_id == first.context.trace_id
+        assert retry.parent is not None and retry.parent.span_id == first.context.span_id  # the first, not the last
+        assert retry.links == ()
+
+
+def test_the_rounds_of_a_call_with_its_own_trace_context_link_the_first_round(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    """A retry with its own ``traceparent`` keeps it as parent (the client's
+    trace is not broken) and links the first round's span."""
+    client = connect(make_client, app, "2026-07-28", capabilities={"elicitation": {}})
+    _rounds(client, {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    first, second, third = sorted((s for s in spans.get_finished_spans() if s.name == "tools/call two_questions"),
+                                  key=lambda s: s.start_time or 0)
+    assert first.links == ()
+    for retry in (second, third):
+        assert retry.parent is not None and format(retry.parent.span_id, "016x") == PARENT_ID
+        (link,) = retry.links
+        assert link.context.span_id == first.context.span_id and link.context.trace_id == first.context.trace_id
+        assert link.attributes is not None and link.attributes["flask_mcp.first_round"] is True
+
+
+def test_a_forged_request_state_links_nothing(
+    app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
+) -> None:
+    client = connect(make_client, app, "2026-07-28", capabilities={"elicitation": {}})
+    state = client.call_tool("two_questions").result["requestState"]
+    body, mac = state.rsplit(".", 1)
+    forged = client.request("tools/call", {"name": "two_questions", "requestState": f"{body}.{'0' * len(mac)}"})
+    assert forged.error is not None and forged.error["code"] == -32602
+    second = sorted((s for s in spans.get_finished_spans() if s.name == "tools/call two_questions"),
+                    key=lambda s: s.start_time or 0)[1]
+    assert second.parent is None and second.links == ()

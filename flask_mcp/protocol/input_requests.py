@@ -89,19 +89,26 @@ def seal(payload: dict[str, Any], key: bytes) -> str:
     return f"{body}.{mac}"
 
 
-def unseal(token: Any, key: bytes, *, bound_to: str, now: float) -> dict[str, Any]:
-    """The payload of a state we issued for this call; anything else is ``-32602``."""
+def opened(token: Any, key: bytes) -> dict[str, Any]:
+    """The payload of a state this server sealed, whatever call it was for;
+    empty when ``token`` is not one (altered, or no state at all)."""
     if not isinstance(token, str) or "." not in token:
-        raise _bad_state()
+        return {}
     body, mac = token.rsplit(".", 1)
     expected = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(mac, expected):
-        raise _bad_state()
+        return {}
     try:
         payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    except (ValueError, binascii.Error):
-        raise _bad_state() from None
-    if not isinstance(payload, dict) or payload.get("bind") != bound_to:
+    except (ValueError, binascii.Error, RecursionError):
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def unseal(token: Any, key: bytes, *, bound_to: str, now: float) -> dict[str, Any]:
+    """The payload of a state we issued for this call; anything else is ``-32602``."""
+    payload = opened(token, key)
+    if payload.get("bind") != bound_to:
         raise _bad_state()
     if not isinstance(payload.get("exp"), (int, float)) or payload["exp"] < now:
         raise InvalidParams("requestState has expired: call the tool again without requestState.")

@@ -7,12 +7,15 @@ when one is set (``Server.observer``), and does nothing extra when none is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from .jsonrpc import Notification, Request
+from .jsonrpc import ClientResponse, Notification, Request
 from .request_info import RequestInfo
 from .session import Session
 from .transport import Incoming, Reply
+
+if TYPE_CHECKING:
+    from .task_handle import TaskHandle
 
 #: Runs one request: the core's own dispatch, which the observer wraps.
 Run = Callable[[Request, RequestInfo], Reply]
@@ -28,5 +31,18 @@ class Observer(Protocol):
     def notification(self, message: Notification, incoming: Incoming, session: Session | None, version: str) -> None:
         """A notification the client sent (already handled, or about to be)."""
 
+    def response(self, message: ClientResponse, incoming: Incoming, session: Session) -> None:
+        """The client's answer to a request the server sent (legacy sessions),
+        about to travel to the worker that asked."""
+
     def session_ended(self, session: Session, now: float) -> None:
         """A legacy session ended by the client's ``DELETE``."""
+
+
+class TaskObserver(Protocol):
+    """Watches the runs of task tools in this process (the tasks extension)."""
+
+    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
+        """``work``, the run of task tool ``tool``, as it should run in its
+        thread (``handle`` has the task's id once it started, and its record
+        as it ended in :attr:`~.task_handle.TaskHandle.ended`)."""

@@ -68,6 +68,18 @@ class RequestInfo:
     endpoint: str | Callable[[], str] | None = None
     #: The task this call runs as (a :class:`~.task_methods.TaskHandle`), when it runs as one.
     task: Any = None
+    #: What an observer asks to keep across the rounds of a multi round-trip
+    #: call and in the record of a task the call starts (its trace context):
+    #: sealed into ``requestState`` as it is, never read by the core. A
+    #: function is called once, when first needed (see :meth:`carried_now`).
+    carried: dict[str, str] | Callable[[], dict[str, str]] | None = None
+
+    def carried_now(self) -> dict[str, str] | None:
+        """:attr:`carried`, made when it was left as a function (most calls never need it)."""
+        carried = self.carried
+        if callable(carried):
+            carried = self.carried = carried()
+        return carried
 
     @property
     def endpoint_url(self) -> str | None:

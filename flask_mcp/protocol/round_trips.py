@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import InternalError
-from .input_requests import STATE_LIFETIME, InputRequired, binding, seal, unseal
+from .input_requests import STATE_LIFETIME, InputRequired, binding, opened, seal, unseal
 from .request_info import RequestInfo
 from .session import SessionStore
 
@@ -95,12 +95,32 @@ class RoundTrips:
         caching hints: such results are never cacheable)."""
         if not request.revision.stateless:
             raise InternalError("Input requests outside 2026-07-28 travel on the response stream.")
-        state = {"bind": bound_to, "exp": self.clock() + STATE_LIFETIME, "answers": request.input_responses}
+        state: dict[str, Any] = {"bind": bound_to, "exp": self.clock() + STATE_LIFETIME,
+                                 "answers": request.input_responses}
+        carried = request.carried_now()
+        if carried:
+            state["carried"] = carried
         return {
             "resultType": "input_required",
             "inputRequests": {r.key: r.to_wire() for r in needed.requests},
             "requestState": seal(state, self._key()),
         }
+
+    def carried(self, token: Any) -> dict[str, str] | None:
+        """What an observer had sealed into ``token`` (a retry's ``requestState``),
+        when this server issued it; ``None`` otherwise. Only the seal is checked
+        (the call's own check of its binding and expiry comes later): the
+        observer reads it before the call runs, to link the rounds."""
+        if self.state_key is None:
+            return None
+        try:
+            key = self.state_key()
+        except InternalError:  # no key (no SECRET_KEY): this server never sealed a state
+            return None
+        carried = opened(token, key).get("carried")
+        if isinstance(carried, dict) and all(isinstance(v, str) for v in carried.values()):
+            return carried
+        return None
 
     def _key(self) -> bytes:
         if self.state_key is None:

@@ -275,6 +275,8 @@ class Server:
         if isinstance(message, ClientResponse):
             # The answer to a request one of our tools sent: the tool may be
             # waiting in another worker, so it travels over the bus.
+            if self.observer is not None:
+                self.observer.response(message, incoming, session)
             if self.bus is not None:
                 answer = {"result": message.result, "error": message.error}
                 self.bus.publish(reply_channel(session.id, message.id), answer)

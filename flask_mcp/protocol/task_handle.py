@@ -86,6 +86,8 @@ class TaskHandle:
         self.tasks = tasks
         self.request = request
         self.record: TaskRecord | None = None
+        #: The record as this run ended it (``None``: not ended here, or never started).
+        self.ended: TaskRecord | None = None
         self._handed: list[Any] = []
         self._ready = threading.Event()
         self._last_check = 0.0
@@ -113,6 +115,7 @@ class TaskHandle:
             return
         record = self.tasks.new_record(self.request.principal)
         record.status_message = status_message
+        record.carried = self.request.carried_now()
         self.tasks.store.create(record)
         self.record = record
         self.tasks._track(self, True)
@@ -150,6 +153,7 @@ class TaskHandle:
 
         def change(record: TaskRecord) -> bool:
             record.updated_at = now
+            self.ended = record
             return settle(record)
 
         try:

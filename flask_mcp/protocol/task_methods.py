@@ -32,6 +32,7 @@ from .task_handle import TaskHandle, execute, settle
 from .task_records import CANCELLED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, TaskStore
 
 if TYPE_CHECKING:
+    from .observe import TaskObserver
     from .queued_tasks import TaskQueue
 
 logger = logging.getLogger("flask_mcp")
@@ -108,6 +109,12 @@ class Tasks:
         #: and how many threads run one now (started tasks or not yet).
         self.max_running = max_running
         self._threads = 0
+        #: Watches each task's run in this process (``None``: nobody does).
+        self.observer: TaskObserver | None = None
+
+    def running_here(self) -> int:
+        """How many task tools run in this process now (an operator gauge)."""
+        return len(self._running)
 
     def table(self) -> dict[str, Callable[[RequestInfo], dict[str, Any]]]:
         return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}
@@ -141,6 +148,7 @@ class Tasks:
         record = self.store.get(task_id)
         if record is None or record.principal != request.principal:
             raise InvalidParams(f"Unknown task {task_id!r} (never created here, or expired).")
+        request.carried = record.carried  # an observer links the call that created the task
         return record
 
     def get(self, request: RequestInfo) -> dict[str, Any]:
@@ -230,8 +238,9 @@ class Tasks:
                 with self._running_lock:
                     self._threads -= 1
 
+        observer = self.observer
         try:
-            alive = self.spawn(work)
+            alive = self.spawn(work if observer is None else observer.task(handle, tool.name, work))
         except BaseException:
             with self._running_lock:
                 self._threads -= 1

@@ -49,6 +49,9 @@ class TaskRecord:
     runs: int = 0
     #: Answers the tool already took, by key: a re-run gets them again instead of asking anew.
     given: dict[str, Any] = field(default_factory=dict)
+    #: The trace context of the call that created the task (an observer's, see
+    #: ``RequestInfo.carried``): later ``tasks/*`` requests link it.
+    carried: dict[str, str] | None = None
 
     @property
     def terminal(self) -> bool:

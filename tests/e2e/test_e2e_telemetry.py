@@ -5,8 +5,10 @@ the workers wrote."""
 from __future__ import annotations
 
 import glob
+import http.client
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,14 @@ PARENT_ID = "b7ad6b7169203331"
 
 
 @pytest.fixture
-def server(gunicorn_server: Any, tmp_path: Path) -> Any:
+def server(gunicorn_server: Any, tmp_path: Path) -> Iterator[Any]:
     spans = tmp_path / "spans"
     started = gunicorn_server("tests.telemetry_app:app", workers=2, env={"TELEMETRY_SPANS": str(spans)})
     started.spans = spans
-    return started
+    started.workers = []  # the pinned connections (_worker), closed after the test
+    yield started
+    for worker in started.workers:
+        worker.connection.close()
 
 
 def _call(url: str, name: str, arguments: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None,
@@ -44,6 +49,67 @@ def _call(url: str, name: str, arguments: dict[str, Any] | None = None, *, meta:
     head = {**ACCEPT, **TOKEN, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name,
             **(headers or {})}
     return requests.post(url, json=body, headers=head, timeout=TIMEOUT)
+
+
+class Worker:
+    """One keep-alive connection, hence one gunicorn worker: ``pid``, learned with ``whoami``."""
+
+    def __init__(self, connection: http.client.HTTPConnection) -> None:
+        self.connection = connection
+        self.pid = int(self.call("whoami", request_id="whoami")["result"]["structuredContent"]["pid"])
+
+    def post(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any] | None]:
+        """POST one message on this connection: the status and the JSON answer (``None``: no body)."""
+        socket = self.connection.sock
+        self.connection.request("POST", "/mcp", body=json.dumps(body).encode(), headers=headers)
+        response = self.connection.getresponse()
+        raw = response.read()
+        assert self.connection.sock is socket, "the server closed the connection: the worker may change"
+        return response.status, json.loads(raw) if raw else None
+
+    def call(self, name: str, params: dict[str, Any] | None = None, *, request_id: str,
+             meta: dict[str, Any] | None = None, method: str = "tools/call") -> dict[str, Any]:
+        """One 2026-07-28 request (``tools/call`` of ``name`` unless ``method`` says otherwise)."""
+        params = {**({"name": name, "arguments": {}} if method == "tools/call" else {}), **(params or {})}
+        params["_meta"] = {**META, **(meta or {})}
+        headers = {**ACCEPT, **TOKEN, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name}
+        status, answer = self.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, headers)
+        assert status == 200 and answer is not None, (status, answer)
+        return answer
+
+
+def _worker(server: Any, wanted: Callable[[int], bool] = lambda pid: True) -> Worker:
+    """A new connection served by a worker ``wanted`` accepts: connections are
+    opened a few at a time, all before the first request (so that both workers
+    may accept some), with a pause between batches (a busy worker accepts
+    nothing until it runs again); the others are closed."""
+    seen: list[int] = []
+    for attempt in range(20):
+        time.sleep(0.05 * attempt)
+        batch = [http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT) for _ in range(4)]
+        chosen = None
+        try:
+            for connection in batch:
+                connection.connect()
+            for connection in batch:
+                worker = Worker(connection)
+                seen.append(worker.pid)
+                if wanted(worker.pid):
+                    chosen = worker
+                    break
+        finally:
+            for connection in batch:
+                if chosen is None or connection is not chosen.connection:
+                    connection.close()
+        if chosen is not None:
+            server.workers.append(chosen)
+            return chosen
+    raise AssertionError(f"no connection reached the wanted worker in 80 attempts (workers seen: {seen})")
+
+
+def _pid(span: dict[str, Any]) -> int:
+    """The worker that recorded ``span`` (the app puts ``process.pid`` in its resource)."""
+    return int(span["resource"]["attributes"]["process.pid"])
 
 
 def _spans(server: Any, want: int) -> list[dict[str, Any]]:
@@ -134,9 +200,13 @@ def test_streamed_legacy_call_with_progress(server: Any) -> None:
     assert _named(spans, "notifications/initialized")["attributes"]["mcp.session.id"] == session_id
 
 
-def test_elicitation_carries_the_trace_and_the_answer_may_reach_the_other_worker(server: Any) -> None:
+def test_an_elicitation_answered_through_the_other_worker_joins_the_call_s_trace(server: Any) -> None:
+    """The call streams from one worker (it names itself in the question); the
+    answer is POSTed on a connection pinned to the other worker, as an
+    instrumented client does: in the trace the question carried (here its
+    ``traceparent`` header). Both workers' spans are in the client's trace."""
     traceparent = f"00-{TRACE_ID}-{PARENT_ID}-01"
-    with requests.Session() as http, requests.Session() as answers:
+    with requests.Session() as http:
         http.headers.update({**ACCEPT, **TOKEN})
         init = http.post(server.url, timeout=TIMEOUT, json={
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -144,9 +214,9 @@ def test_elicitation_carries_the_trace_and_the_answer_may_reach_the_other_worker
                        "clientInfo": {"name": "e2e-telemetry", "version": "1"}}})
         session = {"Mcp-Session-Id": init.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
         http.headers.update(session)
-        answers.headers.update({**ACCEPT, **TOKEN, **session})
         http.post(server.url, timeout=TIMEOUT, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
         asked: list[dict[str, Any]] = []
+        answered_by: list[int] = []
         result = None
         with http.post(server.url, timeout=TIMEOUT, stream=True, json={
             "jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -157,15 +227,100 @@ def test_elicitation_carries_the_trace_and_the_answer_may_reach_the_other_worker
                 message = json.loads(line[5:])
                 if message.get("method") == "elicitation/create":
                     asked.append(message)
-                    reply = answers.post(server.url, timeout=TIMEOUT, json={
-                        "jsonrpc": "2.0", "id": message["id"],
-                        "result": {"action": "accept", "content": {"name": "Ada"}}})
-                    assert reply.status_code == 202, reply.text
+                    waiting = int(message["params"]["message"].rsplit(" ", 1)[1].rstrip(")"))
+                    other = _worker(server, lambda pid, waiting=waiting: pid != waiting)
+                    context = message["params"]["_meta"]["traceparent"]
+                    answer = {"action": "accept", "content": {"name": "Ada"}}
+                    status, _ = other.post({"jsonrpc": "2.0", "id": message["id"], "result": answer},
+                                           {**ACCEPT, **TOKEN, **session, "traceparent": context})
+                    assert status == 202
+                    answered_by.append(other.pid)
                 elif message.get("id") == 1:
                     result = message["result"]
                     break
     assert result is not None and "Ada" in result["content"][0]["text"]
     assert asked[0]["params"]["_meta"]["traceparent"].split("-")[1] == TRACE_ID
-    call = _named(_spans(server, 3), "tools/call ask_name")
+    spans = _spans(server, 5)
+    call = _named(spans, "tools/call ask_name")
+    answer = _named(spans, "response")
     assert call["context"]["trace_id"] == f"0x{TRACE_ID}"
     assert call["status"]["status_code"] == "UNSET"
+    assert _pid(answer) == answered_by[0] != _pid(call)  # two workers
+    assert answer["context"]["trace_id"] == call["context"]["trace_id"]
+    assert answer["parent_id"] == call["context"]["span_id"]
+    assert answer["attributes"]["jsonrpc.request.id"] == asked[0]["id"]
+
+
+def _round(worker: Worker, state: dict[str, Any] | None, request_id: str,
+           meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One round of ``two_questions`` on ``worker``: the answer to the last round's question, if any."""
+    params: dict[str, Any] = {}
+    if state is not None:
+        (key,) = state["inputRequests"]
+        params = {"requestState": state["requestState"],
+                  "inputResponses": {key: {"action": "accept", "content": {"name": request_id}}}}
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    result: dict[str, Any] = worker.call("two_questions", params, request_id=request_id,
+                                         meta={**caps, **(meta or {})})["result"]
+    return result
+
+
+def test_the_rounds_of_one_call_on_two_workers_read_as_one_call(server: Any) -> None:
+    """Round 1 on one worker, in the client's trace; round 2 on the other with
+    no trace context: it continues the first round's trace, as its child;
+    round 3 back on the first with a trace context of its own: it keeps that
+    parent and links the first round."""
+    one = _worker(server)
+    two = _worker(server, lambda pid: pid != one.pid)
+    first = _round(one, None, "round-1", {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    second = _round(two, first, "round-2")
+    other_trace, other_parent = "1" * 32, "2" * 16
+    third = _round(one, second, "round-3", {"traceparent": f"00-{other_trace}-{other_parent}-01"})
+    assert third["resultType"] == "complete" and third["content"][0]["text"] == "hello {'name': 'round-2'} " \
+        "{'name': 'round-3'}"
+    spans = [s for s in _spans(server, 5) if s["name"] == "tools/call two_questions"]
+    by_id = {s["attributes"]["jsonrpc.request.id"]: s for s in spans}
+    assert sorted(by_id) == ["round-1", "round-2", "round-3"]
+    r1, r2, r3 = by_id["round-1"], by_id["round-2"], by_id["round-3"]
+    assert _pid(r1) == _pid(r3) == one.pid and _pid(r2) == two.pid != one.pid
+    assert r1["context"]["trace_id"] == r2["context"]["trace_id"] == f"0x{TRACE_ID}"
+    assert r2["parent_id"] == r1["context"]["span_id"] and r2["links"] == []
+    assert r3["context"]["trace_id"] == f"0x{other_trace}" and r3["parent_id"] == f"0x{other_parent}"
+    (link,) = r3["links"]
+    assert link["context"]["span_id"] == r1["context"]["span_id"]
+    assert link["attributes"] == {"flask_mcp.first_round": True}
+
+
+def test_a_task_runs_under_its_call_and_tasks_get_on_the_other_worker_links_it(server: Any) -> None:
+    tasks = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    one = _worker(server)
+    two = _worker(server, lambda pid: pid != one.pid)
+    created = one.call("background", request_id="start",
+                       meta={**tasks, "traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})["result"]
+    task_id = created["taskId"]
+    deadline = time.monotonic() + TIMEOUT
+    polls = 0
+    while True:
+        polls += 1
+        task = two.call(task_id, {"taskId": task_id}, request_id=f"get-{polls}", meta=tasks,
+                        method="tasks/get")["result"]
+        if task["status"] == "completed":
+            break
+        assert task["status"] == "working" and time.monotonic() < deadline, task
+        time.sleep(0.05)
+    assert task["result"]["content"][0]["text"] == "finished"
+    spans = _spans(server, 3 + polls)
+    call = _named(spans, "tools/call background")
+    run = _named(spans, "task background")
+    work = _named(spans, "background work")
+    assert _pid(call) == _pid(run) == one.pid
+    assert call["context"]["trace_id"] == run["context"]["trace_id"] == work["context"]["trace_id"] == f"0x{TRACE_ID}"
+    assert run["kind"] == "SpanKind.INTERNAL" and run["parent_id"] == call["context"]["span_id"]
+    assert work["parent_id"] == run["context"]["span_id"]
+    assert run["attributes"]["flask_mcp.task.id"] == task_id
+    assert run["attributes"]["flask_mcp.task.status"] == "completed"
+    gets = [s for s in spans if s["name"] == "tasks/get"]
+    assert len(gets) == polls and {_pid(s) for s in gets} == {two.pid}
+    for get in gets:
+        assert get["attributes"]["flask_mcp.task.id"] == task_id
+        assert [link["context"]["span_id"] for link in get["links"]] == [call["context"]["span_id"]]
