@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 import pytest
 from conftest import connect
@@ -22,7 +22,7 @@ from flask_mcp.testing import MCPTestClient
 pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
 
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint  # noqa: E402
 
 MakeClient = Callable[..., MCPTestClient]
 TASKS = "io.modelcontextprotocol/tasks"
@@ -64,6 +64,7 @@ def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, An
             for metric in scope.metrics:
                 if metric.name == name:
                     for point in metric.data.data_points:
+                        assert isinstance(point, NumberDataPoint)
                         found[tuple(sorted((point.attributes or {}).items()))] = point.value
     return found
 
@@ -114,7 +115,7 @@ def test_streams_open_counts_a_streamed_response_while_it_is_open(
     assert response.mimetype == "text/event-stream"
     assert _points(reader, "flask_mcp.streams.open")[((kinds[0], "response"),)] == 1
     release.set()
-    assert b"released" in b"".join(response.response)
+    assert b"released" in b"".join(cast(Iterable[bytes], response.response))
     response.close()
     assert _points(reader, "flask_mcp.streams.open")[((kinds[0], "response"),)] == 0
 

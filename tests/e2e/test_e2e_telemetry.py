@@ -4,9 +4,11 @@ the workers wrote."""
 
 from __future__ import annotations
 
+import functools
 import glob
 import http.client
 import json
+import operator
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -228,10 +230,10 @@ def test_an_elicitation_answered_through_the_other_worker_joins_the_call_s_trace
                 if message.get("method") == "elicitation/create":
                     asked.append(message)
                     waiting = int(message["params"]["message"].rsplit(" ", 1)[1].rstrip(")"))
-                    other = _worker(server, lambda pid, waiting=waiting: pid != waiting)
+                    other = _worker(server, functools.partial(operator.ne, waiting))
                     context = message["params"]["_meta"]["traceparent"]
-                    answer = {"action": "accept", "content": {"name": "Ada"}}
-                    status, _ = other.post({"jsonrpc": "2.0", "id": message["id"], "result": answer},
+                    accepted = {"action": "accept", "content": {"name": "Ada"}}
+                    status, _ = other.post({"jsonrpc": "2.0", "id": message["id"], "result": accepted},
                                            {**ACCEPT, **TOKEN, **session, "traceparent": context})
                     assert status == 202
                     answered_by.append(other.pid)
@@ -259,7 +261,7 @@ def _round(worker: Worker, state: dict[str, Any] | None, request_id: str,
         (key,) = state["inputRequests"]
         params = {"requestState": state["requestState"],
                   "inputResponses": {key: {"action": "accept", "content": {"name": request_id}}}}
-    caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    caps: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
     result: dict[str, Any] = worker.call("two_questions", params, request_id=request_id,
                                          meta={**caps, **(meta or {})})["result"]
     return result
@@ -292,7 +294,8 @@ def test_the_rounds_of_one_call_on_two_workers_read_as_one_call(server: Any) -> 
 
 
 def test_a_task_runs_under_its_call_and_tasks_get_on_the_other_worker_links_it(server: Any) -> None:
-    tasks = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    tasks: dict[str, Any] = {
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
     one = _worker(server)
     two = _worker(server, lambda pid: pid != one.pid)
     created = one.call("background", request_id="start",
