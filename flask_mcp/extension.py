@@ -16,13 +16,13 @@ from flask import Flask, current_app, has_app_context
 from . import hardening
 from .auth import Authenticator, Principal, TokenVerifier, as_verifier, register_metadata
 from .backends import Backend, open_backend
-from .backends.contracts import CountableStore
+from .backends.contracts import CountableStore, StatusCountingStore
 from .blueprint import create_blueprint
 from .capacity import StreamSlots
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
 from .environment import unloaded_variables, unloaded_warning
-from .gauges import CachedCount, GaugeSources, OpenStreams
+from .gauges import Cached, CachedCount, GaugeSources, OpenStreams
 from .options import ToolOptions, check_options
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
@@ -333,9 +333,12 @@ def _tasks(app: Flask, backend: Backend, settings: Settings) -> Tasks | None:
 def _gauge_sources(state: MCPState) -> GaugeSources:
     """What the operator gauges read: the stores' counts (when they can count), cached."""
     backend, tasks = state.backend, state.server.methods.tasks
+    by_status = backend.tasks if isinstance(backend.tasks, StatusCountingStore) else None
     return GaugeSources(
         sessions=CachedCount(backend.sessions.count) if isinstance(backend.sessions, CountableStore) else None,
-        tasks=CachedCount(backend.tasks.count) if isinstance(backend.tasks, CountableStore) else None,
+        tasks=(CachedCount(backend.tasks.count)
+               if isinstance(backend.tasks, CountableStore) and by_status is None else None),
+        task_statuses=Cached(by_status.count_by_status) if by_status is not None else None,
         running_tasks=tasks.running_here if tasks is not None else None,
         long_lived_streams=lambda: state.stream_slots.held,
         response_streams=lambda: state.open_streams.value,

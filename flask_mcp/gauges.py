@@ -13,11 +13,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from .backends.contracts import DEFAULT_IO_TIMEOUT, NotCountable, StoreCount
 from .protocol.session import StoreUnavailable
 
 logger = logging.getLogger("flask_mcp")
+
+T = TypeVar("T")
 
 #: How old a store-wide count may be before a collection asks for a new one (seconds).
 MAX_AGE = 30.0
@@ -43,26 +46,26 @@ class OpenStreams:
             self._open = max(0, self._open - 1)
 
 
-class CachedCount:
-    """A store's live records, counted in a thread of its own when the last
-    count is older than ``max_age``. :meth:`value` waits at most ``wait``
-    seconds, and only while it has no count yet; afterwards it answers with
-    the last count at once (``None``: none yet, or the store cannot count)."""
+class Cached(Generic[T]):
+    """A store-wide reading (a count), taken in a thread of its own when the
+    last one is older than ``max_age``. :meth:`value` waits at most ``wait``
+    seconds, and only while it has no reading yet; afterwards it answers with
+    the last one at once (``None``: none yet, or the store cannot count)."""
 
-    def __init__(self, count: Callable[[], StoreCount], *, wait: float = DEFAULT_IO_TIMEOUT,
+    def __init__(self, read: Callable[[], T], *, wait: float = DEFAULT_IO_TIMEOUT,
                  max_age: float = MAX_AGE, clock: Callable[[], float] = time.monotonic) -> None:
-        self._count = count
+        self._read = read
         self.wait = wait
         self.max_age = max_age
         self._clock = clock
         self._lock = threading.Lock()
-        self._value: int | None = None
+        self._value: T | None = None
         self._taken_at: float | None = None
         self._counting: threading.Event | None = None
         #: The store said it cannot count (a cache): never asked again.
         self.uncountable = False
 
-    def value(self) -> int | None:
+    def value(self) -> T | None:
         if self.uncountable:
             return None
         with self._lock:
@@ -81,18 +84,26 @@ class CachedCount:
     def _refresh(self, done: threading.Event, started: float) -> None:
         value = None
         try:
-            value = self._count().live
+            value = self._read()
         except NotCountable:
             self.uncountable = True
-        except StoreUnavailable as exc:  # the last count stays; the next collection counts again
+        except StoreUnavailable as exc:  # the last reading stays; the next collection counts again
             logger.warning("Could not count a store for the flask_mcp gauges: %s", exc)
         finally:
             with self._lock:
                 if value is not None:
                     self._value = value
-                    self._taken_at = started  # the count's age runs from when it began
+                    self._taken_at = started  # the reading's age runs from when it began
                 self._counting = None
             done.set()
+
+
+class CachedCount(Cached[int]):
+    """A store's live records (:meth:`CountableStore.count <.contracts.CountableStore.count>`), cached."""
+
+    def __init__(self, count: Callable[[], StoreCount], *, wait: float = DEFAULT_IO_TIMEOUT,
+                 max_age: float = MAX_AGE, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(lambda: count().live, wait=wait, max_age=max_age, clock=clock)
 
 
 @dataclass
@@ -103,6 +114,10 @@ class GaugeSources:
     sessions: CachedCount | None = None
     #: Live task records in the task store (store-wide, every status).
     tasks: CachedCount | None = None
+    #: Live task records in the task store by status (store-wide), where the
+    #: store can tell them (:class:`~.backends.contracts.StatusCountingStore`):
+    #: reported instead of :attr:`tasks`.
+    task_statuses: Cached[dict[str, int]] | None = None
     #: Task tools running in this process now.
     running_tasks: Callable[[], int] | None = None
     #: Long-lived streams (``subscriptions/listen``, resumed ``GET``) this process holds.

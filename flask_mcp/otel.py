@@ -8,7 +8,9 @@ request (an app may set its providers after ``init_app``, e.g. in a gunicorn
 
 from __future__ import annotations
 
+import os
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,7 +21,7 @@ from .gauges import GaugeSources
 from .protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
 from .protocol.task_handle import TaskHandle
 from .protocol.task_methods import TASK_METHODS
-from .protocol.task_records import CANCELLED, FAILED, TaskRecord
+from .protocol.task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
 from .protocol.versions import REVISIONS
 from .telemetry_names import (
     DURATION_BUCKETS,
@@ -41,6 +43,12 @@ _SCOPE = "flask_mcp"
 LOOK_INTERVAL = 1.0
 #: The trace context keys read from ``params._meta`` (unprefixed, as SEP-414 says).
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+def _look_soon(reference: weakref.ref[Instruments]) -> None:
+    instruments = reference()
+    if instruments is not None:
+        instruments._next_look = 0.0
 
 
 def _is_api_default(provider: object, package: str) -> bool:
@@ -67,6 +75,10 @@ class Instruments:
 
         #: When the providers are looked up again (``time.monotonic()``).
         self._next_look = 0.0
+        # A forked process (a gunicorn or Celery pool worker) usually sets its
+        # providers just after the fork: look again at its first check.
+        reference = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _look_soon(reference))
 
     def use(self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> None:
         self.own_tracer_provider = tracer_provider
@@ -165,11 +177,15 @@ class Instruments:
         if origin.is_valid and started[0] is not None:
             started[0].add_link(origin, {marker: True})
 
-    def run_task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> None:
-        """Run a task tool (in its thread) inside an ``INTERNAL`` span named
-        ``task {tool}``: a child of the ``tools/call`` span that started it
-        (the thread runs in that call's context), which it outlives. Counts
-        how it ended on ``flask_mcp.tasks.ended``."""
+    def run_task(self, handle: TaskHandle, tool: str, work: Callable[[], None],
+                 carried: Mapping[str, str] | None = None) -> None:
+        """Run a task tool inside an ``INTERNAL`` span named ``task {tool}``: a
+        child of the ``tools/call`` span that started it, which it outlives.
+        In a thread of the worker that took the call, that call's context is
+        the current one; on a task queue's worker, ``carried`` (the record's
+        copy of it) is the parent, and an ambient span there (a Celery
+        instrumentation's) is linked. Counts how it ended on
+        ``flask_mcp.tasks.ended``."""
         if self.tracer is None:
             try:
                 work()
@@ -177,10 +193,18 @@ class Instruments:
                 self._count_end(handle)
             return
         attributes: dict[str, Any] = {"gen_ai.tool.name": tool}
-        session = handle.request.session
-        if session is not None:
-            attributes["mcp.session.id"] = session.id
-        with self.tracer.start_as_current_span(f"task {tool}", kind=SpanKind.INTERNAL, attributes=attributes,
+        session_id = _session_id(handle)
+        if session_id is not None:
+            attributes["mcp.session.id"] = session_id
+        parent = None
+        links: list[Link] = []
+        if carried:
+            parent = propagate.extract(carried)
+            ambient = trace.get_current_span().get_span_context()
+            if ambient.is_valid:
+                links.append(Link(ambient))
+        with self.tracer.start_as_current_span(f"task {tool}", context=parent, kind=SpanKind.INTERNAL,
+                                               attributes=attributes, links=links,
                                                record_exception=False, set_status_on_exception=False) as span:
             try:
                 work()
@@ -283,7 +307,10 @@ def _observe(meter: metrics.Meter, sources: GaugeSources) -> None:
     if sources.sessions is not None:
         meter.create_observable_gauge(SESSIONS_LIVE, [reading(sources.sessions.value)], unit="{session}",
                                       description="Live legacy sessions in the session store (store-wide).")
-    if sources.tasks is not None:
+    if sources.task_statuses is not None:
+        meter.create_observable_gauge(TASKS_LIVE, [_by_status(sources.task_statuses.value)], unit="{task}",
+                                      description="Live task records in the task store by status (store-wide).")
+    elif sources.tasks is not None:
         meter.create_observable_gauge(TASKS_LIVE, [reading(sources.tasks.value)], unit="{task}",
                                       description="Live task records in the task store (store-wide).")
     if sources.running_tasks is not None:
@@ -295,6 +322,37 @@ def _observe(meter: metrics.Meter, sources: GaugeSources) -> None:
     if streams:
         meter.create_observable_up_down_counter(STREAMS_OPEN, streams, unit="{stream}",
                                                 description="Event streams this process holds open.")
+
+
+def _by_status(read: Callable[[], dict[str, int] | None]) -> Callable[..., Any]:
+    """A callback observing one value per task status (every known status, 0 when none has it)."""
+
+    def callback(options: metrics.CallbackOptions) -> list[metrics.Observation]:
+        counts = read()
+        if counts is None:
+            return []
+        statuses = dict.fromkeys(_STATUSES, 0) | counts
+        return [metrics.Observation(n, {TASK_STATUS: status}) for status, n in statuses.items()]
+
+    return callback
+
+
+#: The statuses ``flask_mcp.tasks.live`` always reports (a series that drops to 0 stays).
+_STATUSES = (WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED)
+
+
+def _session_id(handle: TaskHandle) -> str | None:
+    """The legacy session of the call that created the task: its ``Session``
+    in the worker that took the call, its header on a task queue's worker."""
+    request = handle.request
+    if request.session is not None:
+        return request.session.id
+    if not handle.resumed:
+        return None
+    for name, value in request.headers.items():
+        if name.lower() == "mcp-session-id" and isinstance(value, str):
+            return value
+    return None
 
 
 def _task_error_type(record: TaskRecord) -> str | None:

@@ -198,14 +198,15 @@ class Telemetry:
         otel.end(span, attributes, error_type, description if isinstance(description, str) else None, 0.0,
                  record=False)
 
-    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
+    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None],
+             carried: Mapping[str, str] | None = None) -> Callable[[], None]:
         """A task's run, in a span of its own when tracing (see :meth:`.otel.Instruments.run_task`)."""
         otel = self.otel
         if otel is None or not otel.active():
             return work
 
         def traced() -> None:
-            otel.run_task(handle, tool, work)
+            otel.run_task(handle, tool, work, carried)
 
         return traced
 

@@ -6,6 +6,11 @@ shows (``celery_init_app``: tasks run in an app context, the app is kept in
     CELERY_BROKER_URL=redis://127.0.0.1:6379/0 FLASK_MCP_BACKEND=redis://127.0.0.1:6379/0 \\
         gunicorn -w 2 tests.celery_app:app
     ... celery -A tests.celery_app:celery_app worker --concurrency 1
+
+With ``TELEMETRY_SPANS`` set, each gunicorn worker (at import) and each Celery
+pool process (as it starts: the SDK's threads do not survive a fork) configures
+the OpenTelemetry SDK: finished spans go to ``$TELEMETRY_SPANS.<pid>`` and
+metrics, every 100 ms, to ``$TELEMETRY_SPANS.metrics.<pid>``, one JSON line each.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from celery.signals import worker_process_init
 from flask import Flask
 
 from flask_mcp import MCP, Context
@@ -21,15 +27,44 @@ from tests.celery_setup import celery_init_app
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
+#: Which worker runs a tool (set in each worker's environment by the test).
+WORKER = os.environ.get("WORKER_NAME", "web")
+
+
+def configure_telemetry(**_: object) -> None:
+    """The OpenTelemetry SDK of this process, exporting to files named after its pid."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    base, pid = os.environ["TELEMETRY_SPANS"], os.getpid()
+    resource = Resource.create({"service.name": f"celery-app-{WORKER}", "process.pid": pid})
+    spans = open(f"{base}.{pid}", "a", buffering=1)  # noqa: SIM115 - open for the process's life
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(
+        SimpleSpanProcessor(ConsoleSpanExporter(out=spans, formatter=lambda span: span.to_json(indent=None) + "\n")))
+    trace.set_tracer_provider(tracer_provider)
+    points = open(f"{base}.metrics.{pid}", "a", buffering=1)  # noqa: SIM115
+    exporter = ConsoleMetricExporter(out=points, formatter=lambda data: data.to_json(indent=None) + "\n")
+    metrics.set_meter_provider(MeterProvider(
+        resource=resource, metric_readers=[PeriodicExportingMetricReader(exporter, export_interval_millis=100)]))
+
+
+if os.environ.get("TELEMETRY_SPANS"):
+    if WORKER == "web":
+        configure_telemetry()  # a gunicorn worker (no --preload: after the fork)
+    else:
+        worker_process_init.connect(configure_telemetry, weak=False)  # each Celery pool process
+
 app = Flask(__name__)
 app.config["SECRET_KEY"] = "celery-e2e-secret"
 app.config["MCP_TASK_RUNNER"] = "celery"
 app.config.from_prefixed_env()
 celery_app = celery_init_app(app)
 mcp = MCP(app, name="celery-tasks", version="1.0")
-
-#: Which worker runs a tool (set in each worker's environment by the test).
-WORKER = os.environ.get("WORKER_NAME", "web")
 
 
 @mcp.tool(task="optional")

@@ -73,6 +73,18 @@ class CountableStore(Protocol):
         """Delete every expired record now; how many were deleted."""
 
 
+@runtime_checkable
+class StatusCountingStore(Protocol):
+    """A task store that can tell its live tasks by status cheaply (optional;
+    for the ``flask_mcp.tasks.live`` gauge). Still a look at every record
+    (one ``GROUP BY``, one pass over a dict): for a background count, never
+    for the request path. Redis does not offer it: see docs/observability.md."""
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many tasks within their TTL have each status (``working``,
+        ``input_required``, ``completed``...); a status none has may be left out."""
+
+
 def _nothing() -> None:
     """Default for :attr:`Backend.check` and :attr:`Backend.close`."""
 

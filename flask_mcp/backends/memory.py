@@ -313,6 +313,17 @@ class MemoryTaskStore:
             expired = sum(1 for expires in self._expires.values() if expires is not None and now > expires)
             return StoreCount(len(self._expires) - expired, expired)
 
+    def count_by_status(self) -> dict[str, int]:
+        """Tasks within their TTL, by status (one pass over the dict, no record parsed)."""
+        now = self.clock()
+        counts: dict[str, int] = {}
+        with self._lock:
+            for task_id, expires in self._expires.items():
+                if expires is None or now <= expires:
+                    status = str(self._records[task_id]["status"])
+                    counts[status] = counts.get(status, 0) + 1
+        return counts
+
     def prune(self) -> int:
         """Drop every expired task; how many were dropped."""
         now = self.clock()

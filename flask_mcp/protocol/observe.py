@@ -6,7 +6,7 @@ when one is set (``Server.observer``), and does nothing extra when none is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from .jsonrpc import ClientResponse, Notification, Request
@@ -42,7 +42,11 @@ class Observer(Protocol):
 class TaskObserver(Protocol):
     """Watches the runs of task tools in this process (the tasks extension)."""
 
-    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None]) -> Callable[[], None]:
+    def task(self, handle: TaskHandle, tool: str, work: Callable[[], None],
+             carried: Mapping[str, str] | None = None) -> Callable[[], None]:
         """``work``, the run of task tool ``tool``, as it should run in its
         thread (``handle`` has the task's id once it started, and its record
-        as it ended in :attr:`~.task_handle.TaskHandle.ended`)."""
+        as it ended in :attr:`~.task_handle.TaskHandle.ended`). ``carried``:
+        the creating call's trace context from the task's record, for a run
+        outside that call's context (a task queue's worker); ``None``: the run
+        is in it already (a thread of the worker that took the call)."""

@@ -78,6 +78,7 @@ class QueueingHandle(TaskHandle):
         record = self.tasks.new_record(self.request.principal)
         record.status_message = status_message
         record.queued = True
+        record.carried = self.request.carried_now()  # the queue worker's task span continues the call's trace
         self.tasks.store.create(record)
         try:
             self.send(record, self.request, self.tool, self.arguments)
@@ -163,7 +164,13 @@ def resume(
     handle = ResumedHandle(tasks, request, record, shape)
     handle.replaying = not first
     job = replace(request, task=handle, is_cancelled=handle.is_cancelled, emit=handle.emit)
-    execute(handle, job, tool, arguments, shape)
+
+    def work() -> None:
+        execute(handle, job, tool, arguments, shape)
+
+    observer = tasks.observer
+    with tasks.running_queued():
+        (work if observer is None else observer.task(handle, tool.name, work, record.carried))()
     try:
         final = tasks.store.get(task_id)
     except StoreUnavailable:

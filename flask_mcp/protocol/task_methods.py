@@ -15,11 +15,12 @@ hands in (it wraps them in the app's context).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,8 @@ class Tasks:
         #: The tasks of this process whose tool is still running.
         self._running: set[TaskHandle] = set()
         self._running_lock = threading.Lock()
+        #: How many tools of queued tasks run in this process (a queue worker's).
+        self._queued_running = 0
         #: How many task tools may run at once in this process (``None``: no limit),
         #: and how many threads run one now (started tasks or not yet).
         self.max_running = max_running
@@ -113,8 +116,22 @@ class Tasks:
         self.observer: TaskObserver | None = None
 
     def running_here(self) -> int:
-        """How many task tools run in this process now (an operator gauge)."""
-        return len(self._running)
+        """How many task tools run in this process now (an operator gauge):
+        in threads, or for a task queue (see :meth:`running_queued`)."""
+        return len(self._running) + self._queued_running
+
+    @contextlib.contextmanager
+    def running_queued(self) -> Iterator[None]:
+        """A queued task's tool runs in this process meanwhile (a queue worker).
+        Counted apart from the threads: a queue worker that exits leaves its
+        tasks to be run again, so :meth:`abandon_running` must not fail them."""
+        with self._running_lock:
+            self._queued_running += 1
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._queued_running -= 1
 
     def table(self) -> dict[str, Callable[[RequestInfo], dict[str, Any]]]:
         return {"tasks/get": self.get, "tasks/update": self.update, "tasks/cancel": self.cancel}

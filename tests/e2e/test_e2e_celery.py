@@ -5,11 +5,14 @@ processes (``a`` and ``b``, one task at a time each). A task completes; one
 answers a question; one is cancelled while running and one while queued; a
 worker SIGKILLed mid-task leaves its task to the other, which runs it again
 (or fails it, for a tool that is not safe to repeat); tasks complete while
-gunicorn restarts; the conformance suite's task scenarios pass on Celery.
+gunicorn restarts; the conformance suite's task scenarios pass on Celery; with
+the OpenTelemetry SDK in every process, a task's span on its Celery worker
+continues the trace of the call that created it, and the worker counts it.
 """
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
 import os
@@ -19,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,13 +154,14 @@ class Stack:
         self.redis.wait(timeout=10)
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One 2026-07-28 request declaring the tasks extension; its result (schema-checked)."""
+    def call(self, method: str, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One 2026-07-28 request declaring the tasks extension (and ``meta``); its result (schema-checked)."""
         self.n += 1
         name = params.get("name") if method == "tools/call" else params.get("taskId")
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                    "MCP-Protocol-Version": MODERN, "Mcp-Method": method, "Mcp-Name": str(name)}
-        body = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": {**params, "_meta": META}}
+        body = {"jsonrpc": "2.0", "id": self.n, "method": method,
+                "params": {**params, "_meta": {**META, **(meta or {})}}}
         assert self.server is not None
         response = requests.post(self.server.url, json=body, headers=headers, timeout=30)
         assert response.status_code == 200, response.text[:500]
@@ -167,8 +171,8 @@ class Stack:
         result: dict[str, Any] = message["result"]
         return result
 
-    def start(self, tool: str, **arguments: Any) -> str:
-        created = self.call("tools/call", {"name": tool, "arguments": arguments})
+    def start(self, tool: str, meta: dict[str, Any] | None = None, **arguments: Any) -> str:
+        created = self.call("tools/call", {"name": tool, "arguments": arguments}, meta)
         assert created["resultType"] == "task", created
         assert created["status"] == "working"
         task_id: str = created["taskId"]
@@ -313,6 +317,78 @@ def test_tasks_complete_while_gunicorn_is_restarted(stack: Stack) -> None:
     for task_id in tasks:
         task = stack.status(task_id, "completed")
         assert task["result"]["structuredContent"]["task"] == task_id
+
+
+def _exported(base: Path, kind: str, until: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+    """The JSON lines every process wrote to ``{base}.{kind}{pid}``, once ``until`` holds of them (or 20 s passed)."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = []
+        for path in glob.glob(f"{base}.{kind}[0-9]*"):
+            found += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        if until(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def _points(exports: list[dict[str, Any]], name: str) -> list[tuple[str, dict[str, Any], Any]]:
+    """Every exported value of metric ``name``: (service.name, attributes, value), in export order."""
+    found = []
+    for export in exports:
+        for resource in export["resource_metrics"]:
+            service = resource["resource"]["attributes"]["service.name"]
+            for scope in resource["scope_metrics"]:
+                for metric in scope["metrics"]:
+                    if metric["name"] == name:
+                        found += [(service, point["attributes"], point["value"])
+                                  for point in metric["data"]["data_points"]]
+    return found
+
+
+def test_a_celery_task_s_span_continues_its_call_s_trace_and_its_worker_counts_it(tmp_path: Path) -> None:
+    """The SDK in the gunicorn workers and in the Celery pool processes
+    (tests/celery_app.py with TELEMETRY_SPANS), spans and metrics read back from
+    the files each process wrote."""
+    needs_celery_and_redis()
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        unavailable("the OpenTelemetry SDK is not installed (pip install opentelemetry-sdk)")
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    base = tmp_path / "telemetry"
+    stack = Stack(env={"TELEMETRY_SPANS": str(base)})
+    try:
+        task_id = stack.start("tasked", meta={"traceparent": f"00-{trace_id}-{parent_id}-01"}, seconds=1)
+        worker = stack.running_on(task_id)
+        stack.status(task_id, "completed")
+
+        def ran(spans: list[dict[str, Any]]) -> bool:
+            return any(span["name"] == "task tasked" for span in spans)
+
+        spans = _exported(base, "", ran)
+        (call,) = [span for span in spans if span["name"] == "tools/call tasked"]
+        (run,) = [span for span in spans if span["name"] == "task tasked"]
+        assert call["resource"]["attributes"]["service.name"] == "celery-app-web"
+        assert run["resource"]["attributes"]["service.name"] == f"celery-app-{worker}"  # on the Celery worker
+        assert call["context"]["trace_id"] == run["context"]["trace_id"] == f"0x{trace_id}"
+        assert call["parent_id"] == f"0x{parent_id}"
+        assert run["parent_id"] == call["context"]["span_id"]
+        assert run["kind"] == "SpanKind.INTERNAL"
+        assert run["attributes"] == {"gen_ai.tool.name": "tasked", "flask_mcp.task.id": task_id,
+                                     "flask_mcp.task.status": "completed"}
+        assert run["status"]["status_code"] == "UNSET"
+
+        def counted(exports: list[dict[str, Any]]) -> bool:
+            return any(service == f"celery-app-{worker}" and value == 1
+                       for service, _, value in _points(exports, "flask_mcp.tasks.ended"))
+
+        exports = _exported(base, "metrics.", counted)
+        ended = [(attributes, value) for service, attributes, value in _points(exports, "flask_mcp.tasks.ended")
+                 if service == f"celery-app-{worker}"]
+        assert ended and ended[-1] == ({"flask_mcp.task.status": "completed"}, 1)
+        running = [value for service, _, value in _points(exports, "flask_mcp.tasks.running")
+                   if service == f"celery-app-{worker}"]
+        assert 1 in running and running[-1] == 0  # counted while the tool ran (1 s; an export every 100 ms)
+    finally:
+        stack.stop()
 
 
 @pytest.mark.conformance

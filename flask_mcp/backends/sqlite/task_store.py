@@ -67,6 +67,16 @@ class SqliteTaskStore:
             ).fetchone()
         return StoreCount(int(total) - int(expired), int(expired))
 
+    def count_by_status(self) -> dict[str, int]:
+        """Tasks within their TTL, by status: one ``GROUP BY`` over the rows."""
+        with self.database.connection() as connection:
+            rows = connection.execute(
+                "SELECT json_extract(record, '$.status'), COUNT(*) FROM mcp_tasks"
+                " WHERE expires IS NULL OR expires >= ? GROUP BY 1",
+                (self.clock(),),
+            ).fetchall()
+        return {str(status): int(n) for status, n in rows}
+
     def prune(self) -> int:
         """Delete every expired task; how many were deleted."""
         with self.database.connection() as connection:
