@@ -8,11 +8,13 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from conftest import connect
+from conftest import connect, free_port
 from flask import Flask
+from redis_server import start_redis_server, stop_redis_server
 
 from flask_mcp import MCP, Context
 from flask_mcp.backends.contracts import NotCountable, StoreCount
@@ -89,7 +91,7 @@ def test_tasks_live_running_and_ended(app: Flask, make_client: MakeClient, reade
     client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
     task_id = client.call_tool("waits").result["taskId"]
     assert _points(reader, "flask_mcp.tasks.running") == {(): 1}
-    assert _points(reader, "flask_mcp.tasks.live") == {(): 1}
+    assert _points(reader, "flask_mcp.tasks.live") == _by_status(working=1)  # memory:// counts by status
     release.set()
     deadline = time.monotonic() + 10
     while client.get_task(task_id).result["status"] != "completed":
@@ -99,6 +101,58 @@ def test_tasks_live_running_and_ended(app: Flask, make_client: MakeClient, reade
         assert time.monotonic() < deadline  # the count follows the record's update by a moment
         time.sleep(0.01)
     assert _points(reader, "flask_mcp.tasks.running") == {(): 0}
+    assert _points(reader, "flask_mcp.tasks.live") == _by_status(working=1)  # cached: counted once per MAX_AGE
+    app.extensions["mcp"].telemetry.otel.sources.task_statuses.max_age = 0.0
+    while _points(reader, "flask_mcp.tasks.live") != _by_status(completed=1):  # the old count, the new one next
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def _by_status(**counts: int) -> dict[tuple[tuple[str, Any], ...], Any]:
+    """``flask_mcp.tasks.live`` as _points reads it: every status, 0 unless given."""
+    statuses = dict.fromkeys(("working", "input_required", "completed", "failed", "cancelled"), 0) | counts
+    return {(("flask_mcp.task.status", status),): n for status, n in statuses.items()}
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_tasks_live_by_status_where_the_store_can_tell_and_in_total_where_not(
+    store: str, tmp_path: Path, reader: InMemoryMetricReader, make_client: MakeClient
+) -> None:
+    app = Flask(__name__)
+    if store == "redis":  # a private redis-server: the count is store-wide
+        port = free_port()
+        server = start_redis_server(port)
+        backend = f"redis://127.0.0.1:{port}/0"
+    else:
+        backend = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
+    try:
+        app.config.update(SECRET_KEY="gauge-tests", MCP_BACKEND=backend)
+        mcp = MCP(app)
+        app.extensions["mcp"].telemetry.use(meter_provider=MeterProvider(metric_readers=[reader]))
+        _one_task(mcp, app, make_client)
+        if store == "sqlite":
+            assert _points(reader, "flask_mcp.tasks.live") == _by_status(completed=1)
+        else:  # Redis keeps no count by status (docs/observability.md): the total, unlabelled
+            assert _points(reader, "flask_mcp.tasks.live") == {(): 1}
+    finally:
+        if store == "redis":
+            stop_redis_server(server)
+
+
+def _one_task(mcp: MCP, app: Flask, make_client: MakeClient) -> None:
+    """Run one task to its end."""
+
+    @mcp.tool(task="optional")
+    def quick() -> str:
+        """Ends at once."""
+        return "done"
+
+    client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
+    task_id = client.call_tool("quick").result["taskId"]
+    deadline = time.monotonic() + 10
+    while client.get_task(task_id).result["status"] != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_streams_open_counts_a_streamed_response_while_it_is_open(

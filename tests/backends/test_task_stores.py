@@ -21,6 +21,7 @@ from conftest import REDIS_URL, FakeClock, shared_redis
 from redis_server import shared_cluster
 
 from flask_mcp.backends import open_backend
+from flask_mcp.backends.contracts import StatusCountingStore
 from flask_mcp.backends.memory import MemoryTaskStore
 from flask_mcp.backends.redis import RedisTaskStore
 from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
@@ -238,6 +239,41 @@ def test_a_record_without_ttl_never_expires(case: Case) -> None:
         assert case.redis_client is not None
         assert case.redis_client.pttl(case.store.key_prefix + record.task_id) == -1  # type: ignore[attr-defined]
     assert case.store.get(record.task_id) == record
+
+
+@pytest.mark.parametrize("case", ["memory", "sqlite"], indirect=True)  # the stores that count by status
+def test_live_tasks_are_counted_by_status_and_expired_ones_are_not(case: Case) -> None:
+    assert isinstance(case.store, StatusCountingStore)
+    assert case.store.count_by_status() == {}
+    statuses = ["working", "working", "input_required", "completed", "failed", "cancelled", "completed"]
+    for status in statuses:
+        record = full_record(ttl_ms=60_000)
+        record.status = status
+        case.store.create(record)
+    forever = full_record(ttl_ms=None)
+    forever.status = "completed"
+    case.store.create(forever)
+    assert case.store.count_by_status() == {"working": 2, "input_required": 1, "completed": 3, "failed": 1,
+                                            "cancelled": 1}
+
+    def finish(record: TaskRecord) -> bool:
+        record.status = "failed"
+        return True
+
+    case.store.update(forever.task_id, finish)
+    assert case.store.count_by_status() == {"working": 2, "input_required": 1, "completed": 2, "failed": 2,
+                                            "cancelled": 1}
+    assert case.clock is not None
+    case.clock.now += 61  # every record but the one without a TTL expired (still kept: not pruned yet)
+    assert case.store.count_by_status() == {"failed": 1}
+
+
+@pytest.mark.parametrize("case", ["redis", "redis-cluster"], indirect=True)
+def test_redis_does_not_count_by_status(case: Case) -> None:
+    """A per-status count would need an index updated with every change of
+    every task, across Redis Cluster slots (docs/observability.md): Redis
+    stores give the total only, so the gauge is unlabelled."""
+    assert not isinstance(case.store, StatusCountingStore)
 
 
 @pytest.mark.parametrize("uri", ["memory://", "sqlite://", REDIS_URL])
