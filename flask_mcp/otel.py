@@ -193,9 +193,9 @@ class Instruments:
                 self._count_end(handle)
             return
         attributes: dict[str, Any] = {"gen_ai.tool.name": tool}
-        session_id = _session_id(handle)
-        if session_id is not None:
-            attributes["mcp.session.id"] = session_id
+        session = handle.request.session
+        if session is not None:
+            attributes["mcp.session.id"] = session.id
         parent = None
         links: list[Link] = []
         if carried:
@@ -339,20 +339,6 @@ def _by_status(read: Callable[[], dict[str, int] | None]) -> Callable[..., Any]:
 
 #: The statuses ``flask_mcp.tasks.live`` always reports (a series that drops to 0 stays).
 _STATUSES = (WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED)
-
-
-def _session_id(handle: TaskHandle) -> str | None:
-    """The legacy session of the call that created the task: its ``Session``
-    in the worker that took the call, its header on a task queue's worker."""
-    request = handle.request
-    if request.session is not None:
-        return request.session.id
-    if not handle.resumed:
-        return None
-    for name, value in request.headers.items():
-        if name.lower() == "mcp-session-id" and isinstance(value, str):
-            return value
-    return None
 
 
 def _task_error_type(record: TaskRecord) -> str | None:
