@@ -453,3 +453,26 @@ def test_a_forged_request_state_links_nothing(
     second = sorted((s for s in spans.get_finished_spans() if s.name == "tools/call two_questions"),
                     key=lambda s: s.start_time or 0)[1]
     assert second.parent is None and second.links == ()
+
+
+def test_a_forked_process_looks_for_its_providers_at_its_first_check() -> None:
+    """A gunicorn or Celery pool process sets its providers just after the fork:
+    it must not wait for the parent's next lookup (up to a second) to use them."""
+    import os
+
+    from opentelemetry import metrics, trace
+
+    from flask_mcp.otel import Instruments
+
+    instruments = Instruments("1.0")
+    instruments.own_tracer_provider = trace.NoOpTracerProvider()  # no SDK, whatever the global one
+    instruments.own_meter_provider = metrics.NoOpMeterProvider()
+    assert not instruments.active()  # looked up now
+    instruments._next_look = time.monotonic() + 3600  # the next lookup far away (a second, really)
+    instruments.own_tracer_provider = TracerProvider()
+    child = os.fork()
+    if child == 0:  # the child: the new provider at its first check
+        os._exit(0 if instruments.active() else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not instruments.active()  # the parent keeps its lookup interval

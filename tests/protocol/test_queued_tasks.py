@@ -223,3 +223,44 @@ def test_an_explicit_start_tool_asks_in_the_call_then_its_worker_replays_the_ans
     task = harness.client.get_task(second["taskId"]).result
     assert task["result"]["content"] == [{"type": "text", "text": "invoice approved by Ada"}]
     assert harness.ran == ["after start"]
+
+
+def test_the_worker_s_run_is_a_span_under_the_call_and_is_counted_but_never_abandoned(harness: Harness) -> None:
+    """The queue worker's side with the OpenTelemetry SDK: the task span's parent
+    is the call's span (from the task's record: the worker's thread has no context
+    of its own), the run is counted, and a process exit does not fail it (the
+    queue gives it to another worker instead)."""
+    pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    harness.app.extensions["mcp"].telemetry.use(provider, MeterProvider(metric_readers=[reader]))
+    tasks = harness.methods.tasks
+    task_id = harness.start("once")
+    (call,) = exporter.get_finished_spans()
+    assert call.name == "tools/call once"
+    worker = harness.work_in_background(harness.sent[0])
+    assert harness.asked.wait(DEADLINE)
+    assert tasks.running_here() == 1
+    assert tasks.abandon_running() == 0  # not this process's thread to fail
+    harness.release.set()
+    worker.join(DEADLINE)
+    assert tasks.running_here() == 0
+    (run,) = [span for span in exporter.get_finished_spans() if span.name == "task once"]
+    assert run.parent is not None and run.parent.span_id == call.context.span_id
+    assert run.context.trace_id == call.context.trace_id
+    assert dict(run.attributes or {}) == {"gen_ai.tool.name": "once", "flask_mcp.task.id": task_id,
+                                          "flask_mcp.task.status": "completed"}
+    data = reader.get_metrics_data()
+    assert data is not None
+    ended = [point for resource in data.resource_metrics for scope in resource.scope_metrics
+             for metric in scope.metrics if metric.name == "flask_mcp.tasks.ended"
+             for point in metric.data.data_points]
+    assert [(dict(point.attributes or {}), getattr(point, "value", None)) for point in ended] == [
+        ({"flask_mcp.task.status": "completed"}, 1)]
