@@ -227,9 +227,9 @@ def test_an_explicit_start_tool_asks_in_the_call_then_its_worker_replays_the_ans
 
 def test_the_worker_s_run_is_a_span_under_the_call_and_is_counted_but_never_abandoned(harness: Harness) -> None:
     """The queue worker's side with the OpenTelemetry SDK: the task span's parent
-    is the call's span (from the task's record: the worker's thread has no context
-    of its own), the run is counted, and a process exit does not fail it (the
-    queue gives it to another worker instead)."""
+    is the call's span (from the task's record), the worker's own span for the
+    message is linked, the run is counted, and a process exit does not fail it
+    (the queue gives it to another worker instead)."""
     pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -245,7 +245,14 @@ def test_the_worker_s_run_is_a_span_under_the_call_and_is_counted_but_never_aban
     task_id = harness.start("once")
     (call,) = exporter.get_finished_spans()
     assert call.name == "tools/call once"
-    worker = harness.work_in_background(harness.sent[0])
+    consumer = provider.get_tracer("a Celery instrumentation")
+
+    def consume() -> None:  # under the span such an instrumentation makes for the message
+        with consumer.start_as_current_span("run/flask_mcp.run_task"):
+            harness.work(harness.sent[0])
+
+    worker = threading.Thread(target=consume, daemon=True)
+    worker.start()
     assert harness.asked.wait(DEADLINE)
     assert tasks.running_here() == 1
     assert tasks.abandon_running() == 0  # not this process's thread to fail
@@ -255,6 +262,8 @@ def test_the_worker_s_run_is_a_span_under_the_call_and_is_counted_but_never_aban
     (run,) = [span for span in exporter.get_finished_spans() if span.name == "task once"]
     assert run.parent is not None and run.parent.span_id == call.context.span_id
     assert run.context.trace_id == call.context.trace_id
+    (message,) = [span for span in exporter.get_finished_spans() if span.name == "run/flask_mcp.run_task"]
+    assert [link.context.span_id for link in run.links] == [message.context.span_id]  # linked, not the parent
     assert dict(run.attributes or {}) == {"gen_ai.tool.name": "once", "flask_mcp.task.id": task_id,
                                           "flask_mcp.task.status": "completed"}
     data = reader.get_metrics_data()
