@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -400,7 +401,9 @@ class RedisTaskStore:
     def update(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
         key = self.key_prefix + task_id
         with _unavailable(self._where):
-            for _ in range(self.attempts):
+            for attempt in range(self.attempts):
+                if attempt:  # another writer won the last round: step aside a random while
+                    time.sleep(random.uniform(0, min(0.02, 0.001 * 2**attempt)))
                 with self.client.pipeline(transaction=True) as pipe:
                     try:
                         pipe.watch(key)
