@@ -75,7 +75,10 @@ def _count_keys(client: redis.Redis, prefix: str, where: str) -> StoreCount:
 
 def _describe_client(client: redis.Redis) -> str:
     kwargs = client.connection_pool.connection_kwargs
-    if "path" in kwargs:
+    service = getattr(client.connection_pool, "service_name", None)  # a Sentinel-managed pool
+    if service is not None:
+        where = f"sentinel service {service}"
+    elif "path" in kwargs:
         where = f"unix://{kwargs['path']}"
     else:
         where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
