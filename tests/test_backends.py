@@ -30,6 +30,7 @@ from flask_mcp.backends.cachelib import CachelibSessionStore
 from flask_mcp.backends.contracts import Backend, BackendUnavailable, BusNotSupported, MessageBus
 from flask_mcp.backends.memory import MemoryEventLog, MemoryMessageBus, MemorySessionStore, _copy
 from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore
+from flask_mcp.backends.redis_sentinel import client_from_sentinel_url
 from flask_mcp.backends.registry import open_backend
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 from flask_mcp.protocol.events import EventLog
@@ -71,11 +72,13 @@ class Case:
         return self.backend.events
 
 
-def _redis_setup(prefix: str) -> str:
+def _redis_setup(prefix: str, url: str = REDIS_URL) -> str:
+    sentinel = url.startswith("redis+sentinel://")
     return (
         "from flask_mcp.backends.registry import Backend\n"
         "from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url\n"
-        f"client = client_from_url({REDIS_URL!r})\n"
+        + ("from flask_mcp.backends.redis_sentinel import client_from_sentinel_url as client_from_url\n" * sentinel)
+        + f"client = client_from_url({url!r})\n"
         "from flask_mcp.backends.redis import RedisEventLog\n"
         f"backend = Backend(sessions=RedisSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
         f" bus=RedisMessageBus(client, channel_prefix={prefix + 'bus:'!r}),"
@@ -84,13 +87,15 @@ def _redis_setup(prefix: str) -> str:
     )
 
 
-ALL = ["memory", "sqlite", "redis", "cachelib-simple", "cachelib-filesystem"]
+#: "redis-sentinel": the Redis backend on a private Sentinel deployment's primary.
+REDIS = ["redis", "redis-sentinel"]
+ALL = ["memory", "sqlite", *REDIS, "cachelib-simple", "cachelib-filesystem"]
 #: Where a test clock decides expiry (Redis TTLs run on the server's clock).
-WITH_CLOCK = [name for name in ALL if name != "redis"]
-WITH_BUS = ["memory", "sqlite", "redis"]
+WITH_CLOCK = [name for name in ALL if name not in REDIS]
+WITH_BUS = ["memory", "sqlite", *REDIS]
 #: Shared between processes (a child process can reach the same sessions).
-SHARED = ["sqlite", "redis", "cachelib-filesystem"]
-SHARED_BUS = ["sqlite", "redis"]
+SHARED = ["sqlite", *REDIS, "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", *REDIS]
 
 
 def cases(names: list[str]) -> pytest.MarkDecorator:
@@ -117,8 +122,9 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
             f" retention={RETENTION})\n"
         )
         yield Case(name, backend, clock, setup)
-    elif name == "redis":
-        client = shared_redis()
+    elif name in REDIS:
+        url = REDIS_URL if name == "redis" else request.getfixturevalue("sentinel_deployment").url()
+        client = shared_redis() if name == "redis" else client_from_sentinel_url(url)
         prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
         backend = Backend(
             RedisSessionStore(client, timeout=TIMEOUT, key_prefix=prefix + "session:"),
@@ -126,7 +132,7 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
             RedisEventLog(client, retention=RETENTION, key_prefix=prefix + "stream:"),
         )
         try:
-            yield Case(name, backend, None, _redis_setup(prefix), client, prefix)
+            yield Case(name, backend, None, _redis_setup(prefix, url), client, prefix)
         finally:
             keys = list(client.scan_iter(match=prefix + "*"))
             if keys:
@@ -529,7 +535,7 @@ def test_a_stream_is_forgotten_a_retention_after_its_last_event(case: Case) -> N
     assert case.events.read("old", 0) is None
 
 
-@cases(["redis"])
+@cases(REDIS)
 def test_redis_forgets_a_stream_a_retention_after_its_last_event(case: Case) -> None:
     assert case.redis_client is not None
     events = RedisEventLog(case.redis_client, retention=0.3, key_prefix=case.prefix + "short:")
@@ -785,7 +791,7 @@ def test_sqlite_a_forked_child_opens_connections_of_its_own(tmp_path: Path) -> N
     assert child.stdout.split() == ["0", "True", "True"]
 
 
-@pytest.mark.parametrize("case", ["redis"], indirect=True)
+@cases(REDIS)
 def test_redis_refreshes_the_ttl_on_a_read_once_refresh_slack_has_passed(case: Case) -> None:
     """Batched as SQLite's ``last_seen``: a read refreshes the TTL only when
     this process last did over ``refresh_slack`` seconds ago."""
@@ -812,7 +818,7 @@ def test_redis_refreshes_the_ttl_on_a_read_once_refresh_slack_has_passed(case: C
         store.close()
 
 
-@pytest.mark.parametrize("case", ["redis"], indirect=True)
+@cases(REDIS)
 def test_redis_expires_an_idle_session_on_the_server(case: Case) -> None:
     assert case.redis_client is not None
     store = RedisSessionStore(case.redis_client, timeout=0.3, key_prefix=case.prefix + "short:")

@@ -118,11 +118,17 @@ class BoundedSentinel(Sentinel):
     def discover_master(self, service_name: str) -> tuple[str, int]:
         try:
             address: tuple[str, int] = super().discover_master(service_name)  # type: ignore[no-untyped-call]
-        except MasterNotFoundError:
-            raise
         except redis.exceptions.RedisError as exc:
-            raise MasterNotFoundError(f"a sentinel could not say where {service_name!r} is: {exc}") from exc
+            # Concise: redis-py's own message holds the whole repr of every sentinel client.
+            why = "none of them" if isinstance(exc, MasterNotFoundError) else f"one answered {exc}"
+            raise MasterNotFoundError(
+                f"no primary for {service_name!r} from the sentinels {self.addresses()} ({why})"
+            ) from exc
         return address
+
+    def addresses(self) -> str:
+        kwargs = [client.connection_pool.connection_kwargs for client in self.sentinels]
+        return ", ".join(f"{k.get('host')}:{k.get('port')}" for k in kwargs)
 
 
 def client_from_sentinel_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redis.Redis:
@@ -132,7 +138,13 @@ def client_from_sentinel_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT
     primary takes at most ``io_timeout`` too."""
     spec = parse_sentinel_url(url)
     per_sentinel = io_timeout / len(spec.sentinels)
-    sentinel_kwargs: dict[str, Any] = {"socket_timeout": per_sentinel, "socket_connect_timeout": per_sentinel}
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": per_sentinel,
+        "socket_connect_timeout": per_sentinel,
+        # Not redis-py's default (three retries with backoff, seconds): the
+        # next sentinel is the retry.
+        "retry": Retry(NoBackoff(), 0),
+    }
     if spec.sentinel_username:
         sentinel_kwargs["username"] = spec.sentinel_username
     if spec.sentinel_password:

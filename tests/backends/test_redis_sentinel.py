@@ -1,0 +1,237 @@
+"""``redis+sentinel://``: the URL form, an app-provided ``Sentinel.master_for``
+client, 503 (never 500) whenever no primary can be found, rate-limit counters
+on the primary, and sessions, events, tasks, the bus and rate limits carried
+through a real ``SENTINEL FAILOVER``. Every server is a private redis-server
+(primary, replica, sentinel) on a free loopback port (tests/redis_server.py);
+the backend contract suite runs on Sentinel too (tests/test_backends.py and
+tests/test_task_stores.py, case ``redis-sentinel``)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import free_port
+from flask import Flask
+from redis.sentinel import Sentinel
+from redis_server import SentinelDeployment
+
+from flask_mcp import MCP
+from flask_mcp.backends import open_backend
+from flask_mcp.backends.contracts import BackendUnavailable
+from flask_mcp.backends.redis_sentinel import SentinelURL, parse_sentinel_url
+from flask_mcp.protocol.session import Session
+from flask_mcp.protocol.task_records import TaskRecord
+from flask_mcp.testing import MCPTestClient
+
+IO_TIMEOUT = 2.0
+
+
+def open_url(url: str, tmp_path: Path, io_timeout: float = IO_TIMEOUT) -> Any:
+    return open_backend(url, timeout=600, instance_path=str(tmp_path), io_timeout=io_timeout)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis+sentinel://127.0.0.1/main", SentinelURL(((("127.0.0.1", 26379),)), "main")),
+        (
+            "redis+sentinel://:s%40cret@h1:26380,h2,[::1]:26381/main/3",
+            SentinelURL((("h1", 26380), ("h2", 26379), ("::1", 26381)), "main", 3, None, "s@cret"),
+        ),
+        (
+            "REDIS+SENTINEL://app:pw@h1:1/svc?sentinel_username=watcher&sentinel_password=other",
+            SentinelURL((("h1", 1),), "svc", 0, "app", "pw", "watcher", "other"),
+        ),
+    ],
+)
+def test_a_sentinel_url_names_the_sentinels_the_service_the_db_and_both_credentials(
+    url: str, expected: SentinelURL
+) -> None:
+    assert parse_sentinel_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("redis+sentinel://h1:26379", "names no service"),
+        ("redis+sentinel:///main", "names no sentinel"),
+        ("redis+sentinel://h1:port/main", "no valid port"),
+        ("redis+sentinel://h1:70000/main", "no valid port"),
+        ("redis+sentinel://h1,:26379/main", "has no host"),
+        ("redis+sentinel://h1/main/zero", "/service-name or /service-name/db"),
+        ("redis+sentinel://h1/main/0/extra", "/service-name or /service-name/db"),
+        ("redis+sentinel://:hunter2@h1/main?ssl=true&sentinel_password=hunter3", "unknown query key 'ssl'"),
+    ],
+)
+def test_a_bad_sentinel_url_is_refused_at_start_up_with_the_form_and_without_its_passwords(
+    url: str, complaint: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        open_url(url, tmp_path)
+    message = str(refused.value)
+    assert complaint in message and "redis+sentinel://[[username]:password@]host" in message
+    assert "hunter" not in message
+
+
+def test_a_sentinel_url_opens_the_redis_backend_on_the_primary(
+    sentinel_deployment: SentinelDeployment, tmp_path: Path
+) -> None:
+    url = sentinel_deployment.url(db=2) + "?sentinel_password="  # an empty one: no AUTH to the sentinels
+    backend = open_url(url, tmp_path)
+    try:
+        backend.check()
+        assert backend.describe() == url.replace("sentinel_password=", "sentinel_password=***")
+        session = Session(id=uuid.uuid4().hex, protocol_version="2025-06-18", initialized=True)
+        backend.sessions.create(session)
+        primary = sentinel_deployment.primary().client()
+        primary.select(2)
+        assert primary.exists("flask-mcp:session:" + session.id) == 1
+        assert backend.sessions.get(session.id) is not None
+        assert backend.sessions.delete(session.id) is True
+    finally:
+        backend.close()
+
+
+def test_an_app_provided_master_for_client_is_used_as_is_and_a_replica_client_is_refused(
+    sentinel_deployment: SentinelDeployment, tmp_path: Path
+) -> None:
+    sentinel = Sentinel([("127.0.0.1", port) for port in sentinel_deployment.sentinel_ports], socket_timeout=2)
+    client = sentinel.master_for(sentinel_deployment.service, socket_timeout=2)
+    backend = open_backend(client, timeout=600, instance_path=str(tmp_path))
+    assert "sentinel service flask-mcp" in backend.describe()
+    session = Session(id=uuid.uuid4().hex, protocol_version="2025-06-18")
+    backend.sessions.create(session)
+    assert sentinel_deployment.primary().client().exists("flask-mcp:session:" + session.id) == 1
+    backend.close()
+    assert client.ping() is True  # the app's client stays open
+    with pytest.raises(ValueError, match="master_for"):
+        open_backend(sentinel.slave_for(sentinel_deployment.service), timeout=600, instance_path=str(tmp_path))
+    client.close()
+    sentinel.close()
+
+
+def unreachable_urls(deployment: SentinelDeployment) -> dict[str, str]:
+    return {
+        "no sentinel listens": f"redis+sentinel://127.0.0.1:{free_port()},127.0.0.1:{free_port()}/flask-mcp",
+        "the sentinels know no such service": deployment.url().replace("/flask-mcp/", "/no-such-service/"),
+        # A plain Redis answers SENTINEL with an error reply, not a connection error.
+        "a plain Redis is named as sentinel": f"redis+sentinel://127.0.0.1:{deployment.primary_port()}/flask-mcp",
+    }
+
+
+@pytest.mark.parametrize("why", ["no sentinel listens", "the sentinels know no such service",
+                                 "a plain Redis is named as sentinel"])
+def test_no_primary_to_be_found_is_backend_unavailable_within_the_io_timeout(
+    why: str, sentinel_deployment: SentinelDeployment, tmp_path: Path
+) -> None:
+    backend = open_url(unreachable_urls(sentinel_deployment)[why], tmp_path, io_timeout=0.5)
+    try:
+        for call in (backend.check, lambda: backend.sessions.get("x"), lambda: backend.bus.subscribe(["c"])):
+            started = time.monotonic()
+            with pytest.raises(BackendUnavailable, match="sentinel service flask-mcp|no-such-service"):
+                call()
+            # One discovery and one retry, each at most the I/O timeout (generous: a busy machine).
+            assert time.monotonic() - started < 4 * 0.5 + 2
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("why", ["no sentinel listens", "a plain Redis is named as sentinel"])
+def test_an_app_whose_sentinels_cannot_name_a_primary_answers_503_not_500(
+    why: str, sentinel_deployment: SentinelDeployment
+) -> None:
+    app = Flask("sentinel-down")
+    app.config.update(MCP_BACKEND=unreachable_urls(sentinel_deployment)[why], MCP_IO_TIMEOUT=0.5)
+    MCP(app, name="sentinel-down")
+    client = MCPTestClient(app, protocol_version="2025-06-18")
+    response = client.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                             "clientInfo": {"name": "t", "version": "1"}})
+    assert response.status_code == 503, response.http.get_data(as_text=True)
+    assert response.headers["Retry-After"]
+    assert response.error["code"] < 0 and "unavailable" in response.error["message"].lower()
+
+
+def build_app(url: str) -> Flask:
+    app = Flask("sentinel-app")
+    app.config.update(MCP_BACKEND=url, MCP_IO_TIMEOUT=IO_TIMEOUT)
+    mcp = MCP(app, name="sentinel-app")
+
+    @mcp.tool(rate_limit="3/minute")
+    def limited() -> str:
+        return "ok"
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def failing_over(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
+    """A deployment of its own (it is failed over): a primary, a replica, three sentinels."""
+    deployment = SentinelDeployment(tmp_path_factory.mktemp("failover"), sentinels=3)
+    deployment.start()
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+def test_sessions_events_tasks_the_bus_and_rate_limits_go_on_after_a_failover(
+    failing_over: SentinelDeployment, tmp_path: Path
+) -> None:
+    backend = open_url(failing_over.url(), tmp_path)
+    app = build_app(failing_over.url())
+    client = MCPTestClient(app, protocol_version="2025-06-18")
+    try:
+        client.initialize()
+        assert [client.call_tool("limited").status_code for _ in range(3)] == [200] * 3
+        assert client.call_tool("limited").status_code == 429
+        old_primary = failing_over.primary()
+        assert list(old_primary.client().scan_iter(match="flask-mcp-ratelimit*")), "counters are on the primary"
+
+        session = Session(id=uuid.uuid4().hex, protocol_version="2025-06-18", data={"n": 1})
+        backend.sessions.create(session)
+        for seq in (0, 1):  # a stream's sequence numbers start at 0
+            backend.events.append("stream-1", seq, {"message": {"jsonrpc": "2.0", "method": "m"}})
+        now = time.time()
+        task = TaskRecord(task_id=uuid.uuid4().hex, principal=None, status="working", status_message=None,
+                          created_at=now, updated_at=now, ttl_ms=60_000, poll_interval_ms=100)
+        backend.tasks.create(task)
+        subscription = backend.bus.subscribe(["before"])
+        assert old_primary.client().wait(1, 5000) == 1  # replicated before the failover
+
+        new_port = failing_over.failover()
+        assert new_port != old_primary.port
+
+        # A subscription open across the failover stays on the demoted primary,
+        # which now replicates the new one, PUBLISH included: it still gets
+        # messages (or, were its connection killed, ends as "unavailable").
+        backend.bus.publish("before", {"jsonrpc": "2.0", "method": "across"})
+        try:
+            across: object = subscription.get(5)
+        except BackendUnavailable:
+            across = "unavailable"
+        assert across in (("before", {"jsonrpc": "2.0", "method": "across"}), "unavailable")
+        subscription.close()
+
+        # Every later call reaches the promoted replica (the first may find
+        # its pooled connection demoted: one retry asks the sentinels again).
+        assert backend.sessions.get(session.id) is not None
+        assert backend.events.read("stream-1", 0) == [(1, {"message": {"jsonrpc": "2.0", "method": "m"}})]
+        updated = backend.tasks.update(task.task_id, lambda record: setattr(record, "status", "completed") or True)
+        assert updated is not None and updated.status == "completed"
+        fresh = backend.bus.subscribe(["after"])
+        backend.bus.publish("after", {"jsonrpc": "2.0", "method": "after"})
+        assert fresh.get(5) == ("after", {"jsonrpc": "2.0", "method": "after"})
+        fresh.close()
+        # The rate limit's counter was replicated: still over the limit, counted on the new primary.
+        statuses = [client.call_tool("limited").status_code for _ in range(3)]
+        assert statuses[-1] == 429 and set(statuses) <= {429, 503}, statuses
+        assert list(failing_over.node(new_port).client().scan_iter(match="flask-mcp-ratelimit*"))
+        assert failing_over.node(new_port).client().exists("flask-mcp:session:" + session.id) == 1
+    finally:
+        backend.close()
+
