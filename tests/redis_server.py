@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from conftest import free_port, unavailable
@@ -24,19 +25,28 @@ def start_redis_server(port: int, *options: str, why: str = "the test starts its
     )
 
 
+def start_tls_redis_server(port: int, cert: Path, key: Path, ca: Path) -> subprocess.Popen[bytes]:
+    """Start ``redis-server`` speaking TLS only (no plain port) with ``cert``
+    and ``key`` (signed by ``ca``); clients need no certificate of their own."""
+    command = ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+               "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no"]
+    return _start(command, port, "the test starts its own TLS server", ssl=True, ssl_ca_certs=str(ca))
+
+
 def start_sentinel(port: int, config: Path, *, why: str = "the test starts its own Sentinel") -> subprocess.Popen[bytes]:
     """Start ``redis-server <config> --sentinel`` (Sentinel rewrites ``config``: it must be the test's own file)."""
     return _start(["redis-server", str(config), "--sentinel", "--port", str(port), "--bind", "127.0.0.1"], port, why)
 
 
-def _start(command: list[str], port: int, why: str) -> subprocess.Popen[bytes]:
+def _start(command: list[str], port: int, why: str, **client: Any) -> subprocess.Popen[bytes]:
     if shutil.which("redis-server") is None:
         unavailable(f"redis-server is not installed ({why})")
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1).ping()
+            redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1, **client).ping()
             return server
         except redis.exceptions.RedisError:
             if server.poll() is not None:
