@@ -114,6 +114,19 @@ class DataNode:
     def client(self) -> redis.Redis:
         return _client(self.port)
 
+    # A topology (see SentinelDeployment): what the multi-host tests drive.
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def crash(self, *, lose_data: bool) -> None:
+        self.kill(lose_data=lose_data)
+
+    def recover(self) -> None:
+        self.start()
+
+    def stop(self) -> None:
+        self.kill()
+
     def role(self) -> str:
         return str(self.client().role()[0])
 
@@ -131,6 +144,7 @@ class SentinelDeployment:
         self.nodes = [DataNode(folder, persistent=persistent) for _ in range(1 + replicas)]
         self.sentinel_ports = [free_port() for _ in range(sentinels)]
         self.sentinel_processes: list[subprocess.Popen[bytes]] = []
+        self._primary_before_crash = 0
 
     def url(self, db: int = 0) -> str:
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
@@ -221,12 +235,16 @@ class SentinelDeployment:
         wait_until(lambda: self.node(new).role() == "master", f"the node on {new} acting as primary")
         return new
 
-    def restart_data_nodes(self, *, lose_data: bool) -> None:
-        """Crash every data node and start them again in their roles; with
-        ``lose_data`` they come back empty (a deployment without persistence)."""
-        primary_port = self.primary_port()
+    def crash(self, *, lose_data: bool) -> None:
+        """Crash every data node (the sentinels stay); with ``lose_data`` they
+        will come back empty (a deployment without persistence)."""
+        self._primary_before_crash = self.primary_port()
         for node in self.nodes:
             node.kill(lose_data=lose_data)
+
+    def recover(self) -> None:
+        """Start the crashed data nodes again in their roles."""
+        primary_port = self._primary_before_crash
         self.node(primary_port).start()
         for node in self.nodes:
             if node.port != primary_port:
