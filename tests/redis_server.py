@@ -34,7 +34,8 @@ def start_tls_redis_server(port: int, cert: Path, key: Path, ca: Path) -> subpro
     return _start(command, port, "the test starts its own TLS server", ssl=True, ssl_ca_certs=str(ca))
 
 
-def start_sentinel(port: int, config: Path, *, why: str = "the test starts its own Sentinel") -> subprocess.Popen[bytes]:
+def start_sentinel(port: int, config: Path, *, why: str = "the test starts its own Sentinel",
+                   ) -> subprocess.Popen[bytes]:
     """Start ``redis-server <config> --sentinel`` (Sentinel rewrites ``config``: it must be the test's own file)."""
     return _start(["redis-server", str(config), "--sentinel", "--port", str(port), "--bind", "127.0.0.1"], port, why)
 

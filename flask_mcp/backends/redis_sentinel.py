@@ -149,7 +149,7 @@ def client_from_sentinel_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT
         sentinel_kwargs["username"] = spec.sentinel_username
     if spec.sentinel_password:
         sentinel_kwargs["password"] = spec.sentinel_password
-    sentinel = BoundedSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)
+    sentinel = BoundedSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
     client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
         spec.service_name,
         db=spec.db,
