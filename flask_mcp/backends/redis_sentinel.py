@@ -27,10 +27,15 @@ import dataclasses
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-from redis.sentinel import MasterNotFoundError, Sentinel
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+    from redis.sentinel import MasterNotFoundError, Sentinel
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "MCP_BACKEND 'redis+sentinel://...' needs the redis package: pip install flask-mcp[redis]"
+    ) from exc
 
 from .contracts import DEFAULT_IO_TIMEOUT, Backend, BackendOptions, redact_url
 from .redis import backend_from_client

@@ -183,6 +183,7 @@ def test_sessions_events_tasks_the_bus_and_rate_limits_go_on_after_a_failover(
     failing_over: SentinelDeployment, tmp_path: Path
 ) -> None:
     backend = open_url(failing_over.url(), tmp_path)
+    other = open_url(failing_over.url(), tmp_path)  # another process's session copies
     app = build_app(failing_over.url())
     client = MCPTestClient(app, protocol_version="2025-06-18")
     try:
@@ -232,6 +233,29 @@ def test_sessions_events_tasks_the_bus_and_rate_limits_go_on_after_a_failover(
         assert statuses[-1] == 429 and set(statuses) <= {429, 503}, statuses
         assert list(failing_over.node(new_port).client().scan_iter(match="flask-mcp-ratelimit*"))
         assert failing_over.node(new_port).client().exists("flask-mcp:session:" + session.id) == 1
+
+        # The other store's copies are still invalidated: a save and a DELETE
+        # made through the promoted replica reach it within the window of docs/redis.md.
+        key = "flask-mcp:session:" + session.id
+        copies = other.sessions._copies
+        assert eventually(lambda: other.sessions.get(session.id) is not None and key in copies._values, within=10)
+        changed = backend.sessions.get(session.id)
+        assert changed is not None
+        changed.data = {"n": 2}
+        backend.sessions.save(changed)
+        assert eventually(lambda: (found := other.sessions.get(session.id)) is not None and found.data == {"n": 2})
+        backend.sessions.delete(session.id)
+        assert eventually(lambda: other.sessions.get(session.id) is None)
     finally:
         backend.close()
+        other.close()
+
+
+def eventually(condition: Any, within: float = 1.0) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
