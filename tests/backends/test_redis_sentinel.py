@@ -78,6 +78,23 @@ def test_a_bad_sentinel_url_is_refused_at_start_up_with_the_form_and_without_its
     assert "hunter" not in message
 
 
+def test_a_sentinel_url_builds_clients_bounded_by_the_io_timeout_and_hides_its_passwords(tmp_path: Path) -> None:
+    url = "redis+sentinel://app:s3cret@h1:26379,h2:26380/svc/4?sentinel_password=s3cret2"
+    backend = open_url(url, tmp_path, io_timeout=1.5)
+    try:
+        pool = backend.sessions.client.connection_pool
+        kwargs = pool.connection_kwargs
+        assert {k: kwargs[k] for k in ("db", "username", "password", "socket_timeout", "socket_connect_timeout")} == {
+            "db": 4, "username": "app", "password": "s3cret", "socket_timeout": 1.5, "socket_connect_timeout": 1.5}
+        sentinels = [client.connection_pool.connection_kwargs for client in pool.sentinel_manager.sentinels]
+        # Finding the primary is bounded by the I/O timeout as a whole: half of it for each of two sentinels.
+        assert [(s["host"], s["port"], s["socket_timeout"], s["socket_connect_timeout"], s["password"])
+                for s in sentinels] == [("h1", 26379, 0.75, 0.75, "s3cret2"), ("h2", 26380, 0.75, 0.75, "s3cret2")]
+        assert backend.describe() == "redis+sentinel://app:***@h1:26379,h2:26380/svc/4?sentinel_password=***"
+    finally:
+        backend.close()
+
+
 def test_a_sentinel_url_opens_the_redis_backend_on_the_primary(
     sentinel_deployment: SentinelDeployment, tmp_path: Path
 ) -> None:
