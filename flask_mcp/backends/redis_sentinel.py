@@ -4,8 +4,9 @@ Sentinel watches a primary and its replicas and promotes a replica when the
 primary fails. The client asks the sentinels where the primary is whenever
 it opens a connection, so after a failover every new connection (sessions,
 the bus, event logs, tasks, the invalidation listener of the session cache
-and the rate-limit counters, which all share this client's pool) reaches the
-promoted replica. Everything else is the plain Redis backend
+and the rate-limit counters, all built from this client's pool) reaches the
+promoted replica; one still open to the demoted primary moves when it fails
+(a write there is refused and retried on the new primary). Everything else is the plain Redis backend
 (:func:`~.redis.backend_from_client`): while no primary is known, requests
 answer 503 (:class:`~.contracts.BackendUnavailable`), never 500.
 
@@ -187,8 +188,3 @@ def open_uri(uri: str, options: BackendOptions) -> Backend:
 
     return dataclasses.replace(backend, description=redact_url(uri), close=close)
 
-
-def is_replica_client(client: redis.Redis) -> bool:
-    """Whether ``client`` reads from Sentinel replicas (``Sentinel.slave_for``):
-    replicas refuse writes, so such a client cannot hold sessions."""
-    return getattr(client.connection_pool, "is_master", True) is False
