@@ -234,6 +234,9 @@ class SentinelDeployment:
         wait_until(lambda: self.primary_port() != old, "a replica promoted")
         new = self.primary_port()
         wait_until(lambda: self.node(new).role() == "master", f"the node on {new} acting as primary")
+        # Until Sentinel demotes it, the old primary still takes writes (which
+        # its resync then drops): the failover is over once it replicates the new one.
+        self.wait_for_replicas(new)
         return new
 
     def crash(self, *, lose_data: bool) -> None:

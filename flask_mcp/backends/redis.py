@@ -304,8 +304,13 @@ class RedisMessageBus:
         # stream can last hours): they get a pool of their own, unbounded, so
         # that many open streams never starve the client's pool of sessions.
         pool = client.connection_pool
+        # No retry: redis-py would reconnect a broken subscription and
+        # subscribe again in silence, losing what was published meanwhile (a
+        # Sentinel failover kills subscribers); "unavailable" lets the caller
+        # know it may have missed messages.
+        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
         self.subscription_pool = redis.ConnectionPool(
-            connection_class=pool.connection_class, max_connections=2**31 - 1, **pool.connection_kwargs
+            connection_class=pool.connection_class, max_connections=2**31 - 1, **kwargs
         )
 
     def publish(self, channel: str, message: Message) -> None:

@@ -224,9 +224,11 @@ def test_sessions_events_tasks_the_bus_and_rate_limits_go_on_after_a_failover(
         new_port = failing_over.failover()
         assert new_port != old_primary.port
 
-        # A subscription open across the failover stays on the demoted primary,
-        # which now replicates the new one, PUBLISH included: it still gets
-        # messages (or, were its connection killed, ends as "unavailable").
+        # A subscription open across the failover either stays on the demoted
+        # primary, which replicates the new one, PUBLISH included, and still
+        # gets messages; or its connection was killed (Sentinel does so when it
+        # demotes a primary) and it says "unavailable". Never silence: a
+        # subscription quietly re-made would have lost what came meanwhile.
         backend.bus.publish("before", {"jsonrpc": "2.0", "method": "across"})
         try:
             across: object = subscription.get(5)

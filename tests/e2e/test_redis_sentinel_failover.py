@@ -101,7 +101,7 @@ def test_requests_resume_after_a_bounded_503_window_and_no_session_is_lost(
     unavailable = [at for at, status, _ in log if status == 503]
     window = (unavailable[-1] - unavailable[0]) if unavailable else 0.0
     print(f"\n{fault}: {len(log)} requests, {len(unavailable)} answered 503 over {window:.2f} s; "
-          f"new primary named {promoted_at - fault_at:.2f} s after the fault")
+          f"failover complete {promoted_at - fault_at:.2f} s after the fault")
     assert window < WINDOW, window
     assert unavailable == [] or unavailable[0] >= fault_at - 0.5, "503s before the fault"
     settled = (unavailable[-1] if unavailable else fault_at)
