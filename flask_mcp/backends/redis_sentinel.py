@@ -25,6 +25,7 @@ The URL::
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -32,7 +33,7 @@ try:
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
-    from redis.sentinel import MasterNotFoundError, Sentinel
+    from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "MCP_BACKEND 'redis+sentinel://...' needs the redis package: pip install flask-mcp[redis]"
@@ -137,6 +138,36 @@ class BoundedSentinel(Sentinel):
         return ", ".join(f"{k.get('host')}:{k.get('port')}" for k in kwargs)
 
 
+class PrimaryFollowingPool(SentinelConnectionPool):
+    """A pool whose connections leave a former primary within a second.
+
+    After ``SENTINEL FAILOVER`` the old primary goes on answering as a
+    primary until Sentinel demotes it, seconds later (about 15 s measured
+    here), and drops what was written to it meanwhile when it resyncs from
+    the new one. redis-py asks the sentinels only when it opens a
+    connection, so pooled connections would go on writing there. Here, at
+    most once every ``recheck_interval`` seconds, handing out a connection
+    first asks the sentinels; when the primary moved, idle connections to the
+    old one are closed and busy ones are closed when given back."""
+
+    #: Seconds between two questions to the sentinels (one round trip each).
+    recheck_interval = 1.0
+
+    def __init__(self, service_name: str, sentinel_manager: Sentinel, **kwargs: Any) -> None:
+        super().__init__(service_name, sentinel_manager, **kwargs)  # type: ignore[no-untyped-call]
+        self._checked_at = time.monotonic()
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - self._checked_at >= self.recheck_interval:
+            self._checked_at = now
+            try:
+                self.get_master_address()  # type: ignore[no-untyped-call]
+            except redis.exceptions.RedisError:
+                pass  # no primary named now: the command itself will say so
+        return super().get_connection(*args, **kwargs)
+
+
 def client_from_sentinel_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redis.Redis:
     """A client of the primary the sentinels name, bounded as
     :func:`~.redis.client_from_url`'s is. The sentinels are asked in turn,
@@ -158,6 +189,7 @@ def client_from_sentinel_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT
     sentinel = BoundedSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
     client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
         spec.service_name,
+        connection_pool_class=PrimaryFollowingPool,
         db=spec.db,
         username=spec.username,
         password=spec.password,

@@ -23,7 +23,7 @@ from redis_server import SentinelDeployment
 from flask_mcp import MCP
 from flask_mcp.backends import open_backend
 from flask_mcp.backends.contracts import BackendUnavailable
-from flask_mcp.backends.redis_sentinel import SentinelURL, parse_sentinel_url
+from flask_mcp.backends.redis_sentinel import PrimaryFollowingPool, SentinelURL, parse_sentinel_url
 from flask_mcp.protocol.session import Session
 from flask_mcp.protocol.task_records import TaskRecord
 from flask_mcp.testing import MCPTestClient
@@ -278,3 +278,29 @@ def eventually(condition: Any, within: float = 1.0) -> bool:
         time.sleep(0.005)
     return True
 
+
+
+def test_writes_leave_the_old_primary_within_a_second_of_a_planned_failover(
+    failing_over: SentinelDeployment, tmp_path: Path
+) -> None:
+    """The old primary takes writes until Sentinel demotes it, and drops them
+    when it resyncs: the backend's pooled connections must not stay there."""
+    backend = open_url(failing_over.url(), tmp_path)
+    try:
+        before = Session(id=uuid.uuid4().hex, protocol_version="2025-06-18")
+        backend.sessions.create(before)  # a pooled connection to the current primary
+        old = failing_over.primary_port()
+        failing_over.sentinel().execute_command("SENTINEL", "FAILOVER", failing_over.service)
+        assert eventually(lambda: failing_over.primary_port() != old, within=30)
+        new = failing_over.primary_port()
+        old_still_primary = failing_over.node(old).role() == "master"
+        time.sleep(PrimaryFollowingPool.recheck_interval + 0.1)
+
+        after = Session(id=uuid.uuid4().hex, protocol_version="2025-06-18")
+        backend.sessions.create(after)
+        assert failing_over.node(new).client().exists("flask-mcp:session:" + after.id) == 1, old_still_primary
+        failing_over.wait_for_replicas(new)  # the old primary demoted and resynced...
+        assert backend.sessions.get(after.id) is not None  # ...and nothing written since is lost
+        assert backend.sessions.get(before.id) is not None
+    finally:
+        backend.close()
