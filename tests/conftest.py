@@ -328,3 +328,17 @@ def shared_redis() -> redis.Redis:
         client.close()
         unavailable(f"Redis at {REDIS_URL} is unreachable ({exc}); start redis-server or set MCP_TEST_REDIS_URL")
     return client
+
+
+@pytest.fixture(scope="session")
+def sentinel_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A private Sentinel deployment (a primary, a replica, a sentinel) the
+    tests that only read and write share; a test that fails over starts its own."""
+    from redis_server import SentinelDeployment
+
+    deployment = SentinelDeployment(tmp_path_factory.mktemp("sentinel"))
+    deployment.start()
+    try:
+        yield deployment
+    finally:
+        deployment.stop()

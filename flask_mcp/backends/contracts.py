@@ -160,7 +160,10 @@ def redact_url(url: str) -> str:
         netloc = f"{user}:***@{hostport}" if has_password else netloc
     query = parts.query
     if query:
-        pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+        pairs = [
+            (k, "***" if k.lower().endswith("password") else v)  # password, sentinel_password...
+            for k, v in parse_qsl(query, keep_blank_values=True)
+        ]
         query = urlencode(pairs, safe="*/")
     # Not urlunsplit: it would turn ``unix:///path`` into ``unix:/path``.
     return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")

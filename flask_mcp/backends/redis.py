@@ -84,7 +84,10 @@ def _describe_client(client: redis.Redis) -> str:
     if isinstance(described, str):
         return described
     kwargs = client.connection_pool.connection_kwargs
-    if "path" in kwargs:
+    service = getattr(client.connection_pool, "service_name", None)  # a Sentinel-managed pool
+    if service is not None:
+        where = f"sentinel service {service}"
+    elif "path" in kwargs:
         where = f"unix://{kwargs['path']}"
     else:
         where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
@@ -314,8 +317,13 @@ class RedisMessageBus:
         # stream can last hours): they get a pool of their own, unbounded, so
         # that many open streams never starve the client's pool of sessions.
         pool = client.connection_pool
+        # No retry: redis-py would reconnect a broken subscription and
+        # subscribe again in silence, losing what was published meanwhile (a
+        # Sentinel failover kills subscribers); "unavailable" lets the caller
+        # know it may have missed messages.
+        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
         self.subscription_pool = redis.ConnectionPool(
-            connection_class=pool.connection_class, max_connections=2**31 - 1, **pool.connection_kwargs
+            connection_class=pool.connection_class, max_connections=2**31 - 1, **kwargs
         )
 
     def publish(self, channel: str, message: Message) -> None:

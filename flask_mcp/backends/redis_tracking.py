@@ -125,7 +125,8 @@ class TrackedCache:
 
     def read(self, key: str, read_at: float) -> Any:
         """``GET key`` through a tracked connection, keeping ``(read_at, answer)``
-        when it may be kept; :data:`MISSING` when no tracked read was possible."""
+        when it may be kept; :data:`MISSING` when no tracked read was possible
+        or the key was not there."""
         generation = self._generation
         if not self.live or self._pid != os.getpid() or self._listener_id is None:
             return MISSING
@@ -158,13 +159,17 @@ class TrackedCache:
             raise
         finally:
             self._read_pool.release(connection)
-        if value is not None:
-            with self._lock:
-                if self.live and self._generation == generation and ticket == self._epoch_and_slot(key):
-                    values = self._values
-                    if len(values) >= self.size and key not in values:
-                        values.pop(next(iter(values)), None)  # the oldest entry
-                    values[key] = (read_at, value)
+        if value is None:
+            # Not kept, and not trusted: this connection may be on a former
+            # primary (now a replica resyncing, which answers nil for a while);
+            # "no such session" is a 404, so the caller asks the primary itself.
+            return MISSING
+        with self._lock:
+            if self.live and self._generation == generation and ticket == self._epoch_and_slot(key):
+                values = self._values
+                if len(values) >= self.size and key not in values:
+                    values.pop(next(iter(values)), None)  # the oldest entry
+                values[key] = (read_at, value)
         return value
 
     def forget(self, key: str) -> None:

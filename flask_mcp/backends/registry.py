@@ -44,6 +44,7 @@ BUILT_IN: dict[str, str] = {
     "redis+unix": "flask_mcp.backends.redis:open_uri",
     "redis+cluster": "flask_mcp.backends.redis_cluster:open_uri",
     "rediss+cluster": "flask_mcp.backends.redis_cluster:open_uri",
+    "redis+sentinel": "flask_mcp.backends.redis_sentinel:open_uri",
 }
 
 ACCEPTED = (
@@ -51,6 +52,7 @@ ACCEPTED = (
     "'sqlite:///relative/path' (relative to the instance folder), 'sqlite:////absolute/path', "
     "'redis://...', 'rediss://...', 'redis+unix:///path/to/redis.sock', "
     "'redis+cluster://host:port,host:port' (or 'rediss+cluster://...'), "
+    "'redis+sentinel://host:26379[,host:26379...]/service-name[/db]', "
     f"a scheme an installed package registers (entry point group {ENTRY_POINT_GROUP!r}), "
     "a redis.Redis or redis.cluster.RedisCluster client, a cachelib cache (e.g. the one Flask-Caching built), "
     "or an object implementing flask_mcp.backends.SessionStore (create, get, save, touch, delete)"
@@ -130,6 +132,12 @@ def _adopt(spec: object, options: BackendOptions) -> Backend:
     redis_module = sys.modules.get("redis")
     if redis_module is not None and isinstance(spec, redis_module.Redis):
         from .redis import backend_from_client
+
+        if getattr(spec.connection_pool, "is_master", True) is False:
+            raise ValueError(
+                f"MCP_BACKEND {spec!r} reads from Sentinel replicas, which refuse writes: "
+                "give Sentinel.master_for(...) instead"
+            )
 
         return backend_from_client(
             spec, timeout=options.timeout, io_timeout=options.io_timeout, owned=False, retention=options.retention

@@ -24,6 +24,7 @@ from flask_mcp.backends.memory import MemoryEventLog, MemoryMessageBus, MemorySe
 from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessionStore
 from flask_mcp.backends.redis_cluster import ClusterEventLog, ClusterMessageBus, ClusterSessionStore
 from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
+from flask_mcp.backends.redis_sentinel import client_from_sentinel_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 from flask_mcp.protocol.events import EventLog
 from flask_mcp.protocol.session import Session
@@ -64,11 +65,13 @@ class Case:
         return self.backend.events
 
 
-def _redis_setup(prefix: str) -> str:
+def _redis_setup(prefix: str, url: str = REDIS_URL) -> str:
+    sentinel = url.startswith("redis+sentinel://")
     return (
         "from flask_mcp.backends.registry import Backend\n"
         "from flask_mcp.backends.redis import RedisMessageBus, RedisSessionStore, client_from_url\n"
-        f"client = client_from_url({REDIS_URL!r})\n"
+        + ("from flask_mcp.backends.redis_sentinel import client_from_sentinel_url as client_from_url\n" * sentinel)
+        + f"client = client_from_url({url!r})\n"
         "from flask_mcp.backends.redis import RedisEventLog\n"
         f"backend = Backend(sessions=RedisSessionStore(client, timeout={TIMEOUT}, key_prefix={prefix + 'session:'!r}),"
         f" bus=RedisMessageBus(client, channel_prefix={prefix + 'bus:'!r}),"
@@ -90,13 +93,16 @@ def _cluster_setup(url: str, prefix: str) -> str:
     )
 
 
-ALL = ["memory", "sqlite", "redis", "redis-cluster", "cachelib-simple", "cachelib-filesystem"]
+#: The Redis backend on one server and on a private Sentinel deployment's primary
+#: (the same code: only the client differs); the Cluster has a backend of its own.
+REDIS = ["redis", "redis-sentinel"]
+ALL = ["memory", "sqlite", *REDIS, "redis-cluster", "cachelib-simple", "cachelib-filesystem"]
 #: Where a test clock decides expiry (Redis TTLs run on the server's clock).
 WITH_CLOCK = [name for name in ALL if not name.startswith("redis")]
-WITH_BUS = ["memory", "sqlite", "redis", "redis-cluster"]
+WITH_BUS = ["memory", "sqlite", *REDIS, "redis-cluster"]
 #: Shared between processes (a child process can reach the same sessions).
-SHARED = ["sqlite", "redis", "redis-cluster", "cachelib-filesystem"]
-SHARED_BUS = ["sqlite", "redis", "redis-cluster"]
+SHARED = ["sqlite", *REDIS, "redis-cluster", "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", *REDIS, "redis-cluster"]
 
 
 def cases(names: list[str]) -> pytest.MarkDecorator:
@@ -105,8 +111,9 @@ def cases(names: list[str]) -> pytest.MarkDecorator:
 
 
 @contextmanager
-def open_case(name: str, tmp_path: Path) -> Iterator[Case]:
-    """The backend called ``name`` (one of :data:`ALL`), closed afterwards."""
+def open_case(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Case]:
+    """The backend called ``name`` (one of :data:`ALL`), closed afterwards
+    (``request`` gives the session's Sentinel deployment, started on first use)."""
     clock = FakeClock()
     if name == "memory":
         events = MemoryEventLog(RETENTION, clock=clock)
@@ -124,8 +131,9 @@ def open_case(name: str, tmp_path: Path) -> Iterator[Case]:
             f" retention={RETENTION})\n"
         )
         yield Case(name, backend, clock, setup)
-    elif name == "redis":
-        client = shared_redis()
+    elif name in REDIS:
+        url = REDIS_URL if name == "redis" else request.getfixturevalue("sentinel_deployment").url()
+        client = shared_redis() if name == "redis" else client_from_sentinel_url(url)
         prefix = f"flask-mcp-test:{uuid.uuid4().hex}:"
         backend = Backend(
             RedisSessionStore(client, timeout=TIMEOUT, key_prefix=prefix + "session:"),
@@ -133,7 +141,7 @@ def open_case(name: str, tmp_path: Path) -> Iterator[Case]:
             RedisEventLog(client, retention=RETENTION, key_prefix=prefix + "stream:"),
         )
         try:
-            yield Case(name, backend, None, _redis_setup(prefix), client, prefix)
+            yield Case(name, backend, None, _redis_setup(prefix, url), client, prefix)
         finally:
             keys = list(client.scan_iter(match=prefix + "*"))
             if keys:

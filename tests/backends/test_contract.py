@@ -38,7 +38,7 @@ from flask_mcp.protocol.session import Session
 
 @pytest.fixture(params=ALL)
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
-    with open_case(request.param, tmp_path) as opened:
+    with open_case(request.param, tmp_path, request) as opened:
         yield opened
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 from backend_cases import (
+    REDIS,
     TIMEOUT,
     Case,
     full_session,
@@ -24,9 +25,9 @@ from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessio
 from flask_mcp.backends.registry import open_backend
 
 
-@pytest.fixture
-def case(tmp_path: Path) -> Iterator[Case]:
-    with open_case("redis", tmp_path) as opened:
+@pytest.fixture(params=REDIS)
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    with open_case(request.param, tmp_path, request) as opened:
         yield opened
 
 

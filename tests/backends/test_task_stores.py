@@ -25,6 +25,7 @@ from flask_mcp.backends.contracts import StatusCountingStore
 from flask_mcp.backends.memory import MemoryTaskStore
 from flask_mcp.backends.redis import RedisTaskStore
 from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
+from flask_mcp.backends.redis_sentinel import client_from_sentinel_url
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
 from flask_mcp.protocol.task_records import TaskRecord, TaskStore
 
@@ -40,7 +41,7 @@ class Case:
     redis_client: redis.Redis | None = None
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel"])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     clock = FakeClock()
     if request.param == "memory":
@@ -69,14 +70,17 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
                 cluster.delete(key)
             cluster.close()
     else:
-        client = shared_redis()
+        sentinel = request.param == "redis-sentinel"
+        url = request.getfixturevalue("sentinel_deployment").url() if sentinel else REDIS_URL
+        client = client_from_sentinel_url(url) if sentinel else shared_redis()
         prefix = f"flask-mcp-test:{uuid.uuid4().hex}:task:"
         setup = (
             "from flask_mcp.backends.redis import RedisTaskStore, client_from_url\n"
-            f"store = RedisTaskStore(client_from_url({REDIS_URL!r}), key_prefix={prefix!r})\n"
+            + ("from flask_mcp.backends.redis_sentinel import client_from_sentinel_url as client_from_url\n" * sentinel)
+            + f"store = RedisTaskStore(client_from_url({url!r}), key_prefix={prefix!r})\n"
         )
         try:
-            yield Case("redis", RedisTaskStore(client, key_prefix=prefix), None, setup, client)
+            yield Case(request.param, RedisTaskStore(client, key_prefix=prefix), None, setup, client)
         finally:
             keys = list(client.scan_iter(match=prefix + "*"))
             if keys:
@@ -163,7 +167,8 @@ def test_concurrent_updates_from_threads_are_all_applied(case: Case) -> None:
     assert stored is not None and len(stored.asked) == 60 and len(set(stored.asked)) == 60
 
 
-@pytest.mark.parametrize("case", ["sqlite", "redis", "redis-cluster"], indirect=True)  # memory:// is one process
+# memory:// lives in one process
+@pytest.mark.parametrize("case", ["sqlite", "redis", "redis-cluster", "redis-sentinel"], indirect=True)
 def test_updates_from_another_process_interleave_without_losing_any(case: Case) -> None:
     assert case.child_setup is not None
     record = full_record()
@@ -213,7 +218,7 @@ def test_the_memory_store_drops_expired_tasks_once_per_prune_interval() -> None:
     assert store.get(lasting.task_id) == lasting
 
 
-@pytest.mark.parametrize("case", ["redis", "redis-cluster"], indirect=True)
+@pytest.mark.parametrize("case", ["redis", "redis-cluster", "redis-sentinel"], indirect=True)
 def test_redis_gives_the_key_the_task_ttl_and_updates_keep_it(case: Case) -> None:
     assert case.redis_client is not None
     assert isinstance(case.store, RedisTaskStore)

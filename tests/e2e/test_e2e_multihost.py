@@ -1,12 +1,15 @@
 """Two hosts, one Redis: two gunicorn masters bound to 127.0.0.2 and 127.0.0.3
-(two gthread workers each) share a redis-server this module starts on a free
-port, and again a three-master Redis Cluster it starts (the ``hosts``
-fixture's topologies). A session made on one host is served on the other;
-DELETE on either is 404 everywhere; an elicitation is answered, a stream resumed and a call
+(two gthread workers each) share a Redis this module starts on free ports. A
+session made on one host is served on the other; DELETE on either is 404
+everywhere; an elicitation is answered, a stream resumed and a call
 cancelled through the host not running the call; tasks are polled and
-cancelled across hosts; a tool's rate limit is counted across hosts; and after
-a Redis restart (no persistence) every lost session answers 404, never a 5xx,
-and the client starts a new one. Loopback only; every process stopped here
+cancelled across hosts; a tool's rate limit is counted across hosts; after
+a Redis crash losing its data every lost session answers 404, never a 5xx,
+and the client starts a new one; after a crash of a Redis with an append-only
+file (``appendfsync always``) every session is still served. Each runs on
+every topology (the ``hosts`` fixture's): one redis-server, Sentinel (a
+primary, a replica, a sentinel; ``redis+sentinel://``) and a three-primary
+Redis Cluster (``redis+cluster://``). Loopback only; every process stopped here
 was started here, by its PID."""
 
 from __future__ import annotations
@@ -27,8 +30,7 @@ from typing import Any
 import pytest
 import requests
 from conftest import JSON_HEADERS, ROOT, free_port, validate_message
-from redis_server import RedisClusterNodes
-from test_e2e_sessions import PrivateRedis
+from redis_server import DataNode, RedisClusterNodes, SentinelDeployment
 from test_e2e_streaming import (
     LEGACY,
     MODERN,
@@ -108,32 +110,66 @@ def start_host(name: str, address: str, redis_url: str, folder: Path) -> Host:
 
 @dataclass
 class Deployment:
-    redis: PrivateRedis | RedisClusterNodes
+    #: url(), crash(lose_data=...), recover(), stop(): tests/redis_server.py.
+    redis: DataNode | SentinelDeployment | ClusterSide
     a: Host
     b: Host
     folder: Path
 
 
-#: One Redis server, or a three-master Redis Cluster (tests/redis_server.py).
-TOPOLOGIES = ["redis", "redis-cluster"]
+class ClusterSide:
+    """A persistent three-primary Redis Cluster, driven as the other topologies are."""
+
+    def __init__(self) -> None:
+        self.nodes = RedisClusterNodes(persistent=True)
+
+    def start(self) -> None:
+        self.nodes.start()
+
+    def url(self) -> str:
+        return self.nodes.url
+
+    def crash(self, *, lose_data: bool) -> None:
+        self.nodes.crash(lose_data=lose_data)
+
+    def recover(self) -> None:
+        self.nodes.recover()
+
+    def stop(self) -> None:
+        self.nodes.remove()
+
+
+def start_redis(topology: str, folder: Path) -> DataNode | SentinelDeployment | ClusterSide:
+    """The Redis side, persistent (``appendfsync always``): a crash loses
+    nothing unless the test deletes its files."""
+    redis_side: DataNode | SentinelDeployment | ClusterSide
+    if topology == "single":
+        redis_side = DataNode(folder, persistent=True)
+    elif topology == "sentinel":
+        redis_side = SentinelDeployment(folder, persistent=True)
+    else:
+        redis_side = ClusterSide()
+    redis_side.start()
+    return redis_side
+
+
+#: One redis-server; Sentinel (a primary, a replica, a sentinel); a three-primary Cluster.
+TOPOLOGIES = ["single", "sentinel", "cluster"]
 
 
 @pytest.fixture(scope="module", params=TOPOLOGIES)
 def hosts(request: pytest.FixtureRequest) -> Iterator[Deployment]:
-    redis_server = PrivateRedis() if request.param == "redis" else RedisClusterNodes()
-    redis_server.start()
     folder = Path(tempfile.mkdtemp(prefix="flask-mcp-multihost-"))
+    redis_server = start_redis(request.param, folder)
     started: list[Host] = []
     try:
-        started.append(start_host("a", "127.0.0.2", redis_server.url, folder))
-        started.append(start_host("b", "127.0.0.3", redis_server.url, folder))
+        started.append(start_host("a", "127.0.0.2", redis_server.url(), folder))
+        started.append(start_host("b", "127.0.0.3", redis_server.url(), folder))
         yield Deployment(redis_server, started[0], started[1], folder)
     finally:
         for host in started:
             host.stop()
         redis_server.stop()
-        if isinstance(redis_server, RedisClusterNodes):
-            redis_server.remove()
 
 
 def assert_clean(deployment: Deployment) -> None:
@@ -312,18 +348,41 @@ def test_a_tool_rate_limit_is_counted_across_hosts(hosts: Deployment) -> None:
 
 
 def test_after_a_redis_restart_lost_sessions_answer_404_and_the_client_starts_again(hosts: Deployment) -> None:
-    """No persistence: the restart loses every session. Once Redis is back,
+    """No persistence (its files deleted): the restart loses every session. Once Redis is back,
     both hosts answer the old session with 404 (never a 5xx, never a copy
     kept from before) and a new session works across hosts."""
     sessions = [LegacySession(hosts.a.url, {}), LegacySession(hosts.b.url, {})]
     for session in sessions:
         assert {whoami(session, hosts.a.url), whoami(session, hosts.b.url)} == {"a", "b"}
-    hosts.redis.stop()
-    hosts.redis.start()  # the same port, empty
+    hosts.redis.crash(lose_data=True)
+    hosts.redis.recover()  # the same ports, empty
     for session in sessions:
         for host in (hosts.a, hosts.b, hosts.a, hosts.b):
             assert status_of_call(session, host.url) == 404
     fresh = LegacySession(hosts.b.url, {})
     assert [whoami(fresh, host.url) for host in (hosts.a, hosts.b)] == ["a", "b"]
     fresh.end()
+    assert_clean(hosts)
+
+
+def test_after_a_crash_of_a_redis_with_an_append_only_file_every_session_is_still_served(hosts: Deployment) -> None:
+    """``appendonly yes``, ``appendfsync always``: while Redis is down both
+    hosts answer 503 (the client retries), and once it is back every session
+    made before is served on both hosts; never another 5xx."""
+    sessions = [LegacySession(hosts.a.url, {}), LegacySession(hosts.b.url, {})]
+    for session in sessions:
+        assert {whoami(session, hosts.a.url), whoami(session, hosts.b.url)} == {"a", "b"}
+    hosts.redis.crash(lose_data=False)
+    time.sleep(1.2)  # past the session cache's listener check: no copy is served once Redis is gone
+    down = {status_of_call(session, host.url) for session in sessions for host in (hosts.a, hosts.b)}
+    assert down == {503}
+    hosts.redis.recover()
+    deadline = time.monotonic() + 15
+    while (statuses := {status_of_call(s, h.url) for s in sessions for h in (hosts.a, hosts.b)}) != {200}:
+        assert statuses <= {200, 503}, statuses
+        assert time.monotonic() < deadline, "sessions not served again after Redis came back"
+        time.sleep(0.1)
+    for session in sessions:
+        assert [whoami(session, host.url) for host in (hosts.a, hosts.b)] == ["a", "b"]
+        session.end()
     assert_clean(hosts)
