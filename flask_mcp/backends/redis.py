@@ -63,6 +63,12 @@ def _unavailable(what: str) -> Iterator[None]:
         yield
     except UNAVAILABLE as exc:
         raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
+    except redis.exceptions.RedisClusterException as exc:
+        # A cluster client that reaches no node at all says so in this
+        # general class, raised from the connection error it met.
+        if not isinstance(exc.__cause__, UNAVAILABLE):
+            raise
+        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
 
 
 def _text(value: bytes | str) -> str:

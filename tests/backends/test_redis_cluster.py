@@ -305,6 +305,39 @@ def test_a_node_down_answers_503_never_500_and_heals(private_cluster: RedisClust
     assert [initialize() for _ in range(6)] == [200] * 6
 
 
+def test_every_node_down_is_503_on_every_path_never_500(private_cluster: RedisClusterNodes, tmp_path: Path) -> None:
+    """With no node reachable redis-py raises its general RedisClusterException
+    (from the connection error): that is "unavailable" too, on every operation."""
+    app = make_app(private_cluster.url, tmp_path)
+    client = app.test_client()
+    answered = client.post("/mcp", json=INITIALIZE, headers=JSON_HEADERS)
+    assert answered.status_code == 200
+    backend = open_backend(private_cluster.url, timeout=600, instance_path=str(tmp_path))
+    try:
+        session = Session(id=uuid.uuid4().hex, protocol_version="2025-06-18")
+        backend.sessions.create(session)
+        bus, events, tasks = backend.bus, backend.events, backend.tasks
+        assert bus is not None and events is not None and tasks is not None
+        private_cluster.crash(lose_data=False)
+        calls: list[Any] = [
+            lambda: backend.sessions.get(session.id), lambda: backend.sessions.touch(session.id),
+            lambda: backend.sessions.create(Session(id=uuid.uuid4().hex, protocol_version="2025-06-18")),
+            lambda: bus.publish("c", {}), lambda: bus.subscribe(["c"]), lambda: events.read("s", 0),
+            lambda: tasks.get("t"), backend.check,
+        ]
+        for call in calls:
+            with pytest.raises(BackendUnavailable):
+                call()
+        session_id = answered.headers["Mcp-Session-Id"]
+        listed = client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                             headers={**JSON_HEADERS, "Mcp-Session-Id": session_id,
+                                      "MCP-Protocol-Version": LEGACY})
+        assert listed.status_code == 503
+        assert client.post("/mcp", json=INITIALIZE, headers=JSON_HEADERS).status_code == 503
+    finally:
+        backend.close()
+
+
 def move_slot_of(key: str, cluster: RedisClusterNodes) -> None:
     """Give ``key``'s (empty) slot to another primary, as a resharding does."""
     nodes, _ = parse_cluster_url(cluster.url)
