@@ -34,7 +34,9 @@ from .contracts import (
     TaskRecord,
     redact_url,
 )
+from .redis_direct import DirectWrites
 from .redis_tracking import MISSING, TrackedCache
+from .session_records import dump_record
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
@@ -121,12 +123,21 @@ class RedisSessionStore:
         #: session id -> when this process last refreshed its TTL.
         self._refreshed: dict[str, float] = {}
         self._copies = TrackedCache(client.connection_pool, size=self.cache_size, io_timeout=io_timeout)
+        #: ``initialize``'s ``SET`` on a short path (redis_direct.py).
+        self._writes = DirectWrites(client)
 
     def create(self, session: Session) -> None:
+        """One ``SET ... PX`` and no read-back: the key's TTL is the idle timer."""
         session.created_at = session.last_seen = now = self.clock()
         key = self._key(session.id)
+        record = session.to_dict()
+        text = dump_record(record)
+        if not text.isascii():
+            # What json.dumps wrote before (ASCII): the same text whatever
+            # encoding the app's client decodes its replies with.
+            text = json.dumps(record)
         with _unavailable(self._where):
-            self.client.set(key, json.dumps(session.to_dict()), px=self._ttl_ms)
+            self._writes.set_px(key, text, self._ttl_ms)
         self._copies.forget(key)
         self._note_refresh(session.id, now)
 
@@ -186,8 +197,9 @@ class RedisSessionStore:
         return deleted
 
     def close(self) -> None:
-        """Stop this process's invalidation listener."""
+        """Stop this process's invalidation listener; close the write connections."""
         self._copies.close()
+        self._writes.close()
 
     def _note_refresh(self, session_id: str, now: float) -> None:
         refreshed = self._refreshed
