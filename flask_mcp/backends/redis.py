@@ -36,7 +36,7 @@ from .contracts import (
 )
 from .redis_direct import DirectWrites
 from .redis_tracking import MISSING, TrackedCache
-from .session_records import dump_record
+from .session_records import dump_record_ascii
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
@@ -130,14 +130,10 @@ class RedisSessionStore:
         """One ``SET ... PX`` and no read-back: the key's TTL is the idle timer."""
         session.created_at = session.last_seen = now = self.clock()
         key = self._key(session.id)
-        record = session.to_dict()
-        text = dump_record(record)
-        if not text.isascii():
-            # What json.dumps wrote before (ASCII): the same text whatever
-            # encoding the app's client decodes its replies with.
-            text = json.dumps(record)
-        with _unavailable(self._where):
-            self._writes.set_px(key, text, self._ttl_ms)
+        try:
+            self._writes.set_px(key, dump_record_ascii(session.to_dict()), self._ttl_ms)
+        except UNAVAILABLE as exc:  # what _unavailable() does, without a generator per request
+            raise BackendUnavailable(f"Redis ({self._where}) is unavailable: {exc}") from exc
         self._copies.forget(key)
         self._note_refresh(session.id, now)
 

@@ -52,17 +52,16 @@ class DirectWrites:
         """Whether writes take the short path (``False``: ``client.set``)."""
         return self._pool is not None
 
-    def set_px(self, key: str, value: str, ttl_ms: int) -> None:
+    def set_px(self, key: str, value: bytes, ttl_ms: int) -> None:
         """``SET key value PX ttl_ms``; redis-py's errors as ``client.set`` raises them."""
         if self._pool is None:
             self._client.set(key, value, px=ttl_ms)
             return
         name = key.encode(self._encoding, self._errors)
-        data = value.encode(self._encoding, self._errors)
         ttl = b"%d" % ttl_ms
         self._run(
             b"*5\r\n$3\r\nSET\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$2\r\nPX\r\n$%d\r\n%b\r\n"
-            % (len(name), name, len(data), data, len(ttl), ttl)
+            % (len(name), name, len(value), value, len(ttl), ttl)
         )
 
     def close(self) -> None:

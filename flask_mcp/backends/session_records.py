@@ -25,6 +25,18 @@ def dump_record(record: dict[str, Any]) -> str:
         return json.dumps(record)
 
 
+def dump_record_ascii(record: dict[str, Any]) -> bytes:
+    """A session record as ASCII JSON bytes, for a store whose readers may
+    decode with any ASCII-compatible encoding (a Redis client's ``encoding``):
+    orjson where it writes the record exactly and in ASCII, else the stdlib,
+    which escapes everything else (as every Redis record was written before)."""
+    if not record.get("data"):
+        encoded = jsonrpc.encode(record)
+        if encoded.isascii():
+            return encoded
+    return json.dumps(record).encode()
+
+
 def load_record(text: str) -> Any:
     """A stored session record: orjson when installed (through
     ``jsonrpc.decode_exact``), the stdlib for what that path refuses (NaN
