@@ -1,6 +1,7 @@
-"""Sessions and messages in Redis: many workers on many machines. Sessions
-are JSON strings whose server-side TTL is the idle timer; the bus is Redis
-PUBLISH/SUBSCRIBE. Needs the ``redis`` package (``pip install flask-mcp[redis]``)."""
+"""Sessions, stream events and tasks in Redis: many workers on many machines.
+Sessions are JSON strings whose server-side TTL is the idle timer; the bus is
+Redis PUBLISH/SUBSCRIBE (redis_bus.py). Needs the ``redis`` package
+(``pip install flask-mcp[redis]``)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,12 @@ import json
 import math
 import random
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 try:
     import redis
     from redis.backoff import NoBackoff
-    from redis.client import PubSub
     from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("MCP_BACKEND 'redis://...' needs the redis package: pip install flask-mcp[redis]") from exc
@@ -28,76 +26,26 @@ from .contracts import (
     BackendOptions,
     BackendUnavailable,
     Event,
-    Message,
     Session,
     StoreCount,
-    Subscription,
     TaskRecord,
     redact_url,
 )
+from .redis_bus import DEFAULT_CHANNEL_PREFIX, RedisMessageBus, RedisSubscription
+from .redis_direct import DirectWrites
+from .redis_faults import UNAVAILABLE, count_keys, describe_client, unavailable
 from .redis_tracking import MISSING, TrackedCache
+from .session_records import dump_record_ascii
+
+__all__ = [
+    "DEFAULT_CHANNEL_PREFIX", "DEFAULT_KEY_PREFIX", "DEFAULT_STREAM_PREFIX", "DEFAULT_TASK_PREFIX", "UNAVAILABLE",
+    "RedisEventLog", "RedisMessageBus", "RedisSessionStore", "RedisSubscription", "RedisTaskStore",
+    "backend_from_client", "backend_from_url", "client_from_url", "open_uri",
+]
 
 DEFAULT_KEY_PREFIX = "flask-mcp:session:"
 DEFAULT_STREAM_PREFIX = "flask-mcp:stream:"
 DEFAULT_TASK_PREFIX = "flask-mcp:task:"
-#: Pub/sub channels ignore the database number, so they get their own prefix.
-DEFAULT_CHANNEL_PREFIX = "flask-mcp:bus:"
-
-#: Faults that mean "Redis is not reachable right now" rather than a bug.
-UNAVAILABLE: tuple[type[Exception], ...] = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ReadOnlyError,  # a replica during fail-over
-    redis.exceptions.InvalidResponse,  # something that is not Redis answered
-    # A Redis Cluster (redis_cluster.py) missing a primary, a slot being
-    # moved, a slot no reachable node serves:
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.SlotNotCoveredError,
-)
-
-
-@contextmanager
-def _unavailable(what: str) -> Iterator[None]:
-    try:
-        yield
-    except UNAVAILABLE as exc:
-        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
-    except redis.exceptions.RedisClusterException as exc:
-        # A cluster client that reaches no node at all says so in this
-        # general class, raised from the connection error it met.
-        if not isinstance(exc.__cause__, UNAVAILABLE):
-            raise
-        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
-
-
-def _text(value: bytes | str) -> str:
-    """Clients built with and without ``decode_responses`` both work."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _count_keys(client: redis.Redis, prefix: str, where: str) -> StoreCount:
-    """The keys under ``prefix`` (SCAN, in batches: it never blocks the
-    server, but it walks the whole key space). Redis drops expired keys
-    itself, so there are never expired ones to report."""
-    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
-    with _unavailable(where):
-        return StoreCount(sum(1 for _ in client.scan_iter(match=pattern, count=1000)))
-
-
-def _describe_client(client: redis.Redis) -> str:
-    described = getattr(client, "flask_mcp_description", None)  # a cluster (redis_cluster.py)
-    if isinstance(described, str):
-        return described
-    kwargs = client.connection_pool.connection_kwargs
-    service = getattr(client.connection_pool, "service_name", None)  # a Sentinel-managed pool
-    if service is not None:
-        where = f"sentinel service {service}"
-    elif "path" in kwargs:
-        where = f"unix://{kwargs['path']}"
-    else:
-        where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
-    return f"redis {where} db {kwargs.get('db', 0)}"
 
 
 class RedisSessionStore:
@@ -131,7 +79,7 @@ class RedisSessionStore:
         self.key_prefix = key_prefix
         self.clock = clock
         self._ttl_ms = max(1, round(timeout * 1000))
-        self._where = _describe_client(client)
+        self._where = describe_client(client)
         #: Whether the server knows ``GETEX`` (until it says otherwise).
         self._getex = True
         #: How stale the TTL may get before a read refreshes it.
@@ -139,16 +87,24 @@ class RedisSessionStore:
         #: session id -> when this process last refreshed its TTL.
         self._refreshed: dict[str, float] = {}
         self._copies = self._tracked_cache(client, io_timeout)
+        #: ``initialize``'s ``SET`` on a short path (redis_direct.py).
+        self._writes = DirectWrites(client)
 
     def _tracked_cache(self, client: redis.Redis, io_timeout: float) -> TrackedCache:
         """This process's copies (a cluster keeps them per node: redis_cluster_tracking.py)."""
         return TrackedCache(client.connection_pool, size=self.cache_size, io_timeout=io_timeout)
 
     def create(self, session: Session) -> None:
+        """One ``SET ... PX`` and no read-back: the key's TTL is the idle timer."""
         session.created_at = session.last_seen = now = self.clock()
         key = self._key(session.id)
-        with _unavailable(self._where):
-            self.client.set(key, json.dumps(session.to_dict()), px=self._ttl_ms)
+        try:
+            self._writes.set_px(key, dump_record_ascii(session.to_dict()), self._ttl_ms)
+        except UNAVAILABLE as exc:  # what unavailable() does, without a generator per request
+            raise BackendUnavailable(f"Redis ({self._where}) is unavailable: {exc}") from exc
+        except redis.exceptions.RedisClusterException:
+            with unavailable(self._where):  # the rarer cases it maps too (no cluster node reachable)
+                raise
         self._copies.forget(key)
         self._note_refresh(session.id, now)
 
@@ -163,7 +119,7 @@ class RedisSessionStore:
         if copy is not None and 0.0 <= now - copy[0] <= self.cache_max_age:
             raw = copy[1]
         else:
-            with _unavailable(self._where):
+            with unavailable(self._where):
                 if not fresh:
                     raw = self._read_refreshing(key)  # it reports a change to every copy, this one's too
                 elif self.cache_max_age <= 0 or (raw := self._copies.read(key, now)) is MISSING:
@@ -181,7 +137,7 @@ class RedisSessionStore:
     def touch(self, session_id: str) -> bool:
         """Refresh the idle timer without reading; ``False`` if unknown or expired."""
         now = self.clock()
-        with _unavailable(self._where):
+        with unavailable(self._where):
             alive = bool(self.client.pexpire(self._key(session_id), self._ttl_ms))
         if alive:
             self._note_refresh(session_id, now)
@@ -191,7 +147,7 @@ class RedisSessionStore:
         """Replace the record, keeping its TTL; an expired or deleted session stays gone."""
         key = self._key(session.id)
         try:
-            with _unavailable(self._where):
+            with unavailable(self._where):
                 self.client.set(key, json.dumps(session.to_dict()), xx=True, keepttl=True)
         finally:
             self._copies.forget(key)
@@ -201,15 +157,16 @@ class RedisSessionStore:
         key = self._key(session_id)
         self._refreshed.pop(session_id, None)
         try:
-            with _unavailable(self._where):
+            with unavailable(self._where):
                 deleted = bool(self.client.delete(key))
         finally:
             self._copies.forget(key)
         return deleted
 
     def close(self) -> None:
-        """Stop this process's invalidation listener."""
+        """Stop this process's invalidation listener; close the write connections."""
         self._copies.close()
+        self._writes.close()
 
     def _note_refresh(self, session_id: str, now: float) -> None:
         refreshed = self._refreshed
@@ -222,7 +179,7 @@ class RedisSessionStore:
 
     def count(self) -> StoreCount:
         """Live sessions (Redis expires idle ones itself)."""
-        return _count_keys(self.client, self.key_prefix, self._where)
+        return count_keys(self.client, self.key_prefix, self._where)
 
     def prune(self) -> int:
         """Nothing to do: a session's key expires on the server with its idle timer."""
@@ -250,97 +207,6 @@ class RedisSessionStore:
         return raw
 
 
-class RedisSubscription(Subscription):
-    """A dedicated pub/sub connection; ``get`` waits on its socket, bounded."""
-
-    def __init__(self, bus: RedisMessageBus, channels: Sequence[str]) -> None:
-        self._bus = bus
-        self._pending: deque[tuple[str, Message]] = deque()
-        self._pubsub: PubSub | None = PubSub(bus.subscription_pool)
-        names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
-        if not names:
-            return
-        try:
-            with _unavailable(bus.where):
-                self._pubsub.subscribe(*names)
-                self._await_confirmations(set(names), deadline=time.monotonic() + bus.io_timeout)
-        except BaseException:
-            self.close()
-            raise
-
-    def get(self, timeout: float) -> tuple[str, Message] | None:
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while not self._pending and self._pubsub is not None and self._pubsub.subscribed:
-            remaining = deadline - time.monotonic()
-            with _unavailable(self._bus.where):
-                self._read(max(remaining, 0.0))
-            if remaining <= 0:
-                break
-        return self._pending.popleft() if self._pending else None
-
-    def close(self) -> None:
-        if self._pubsub is not None:
-            pubsub, self._pubsub = self._pubsub, None
-            pubsub.close()
-
-    def _await_confirmations(self, names: set[str], deadline: float) -> None:
-        """Return once Redis has registered every channel, so nothing
-        published after :meth:`RedisMessageBus.subscribe` returns is missed."""
-        while names:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BackendUnavailable(f"Redis ({self._bus.where}) did not confirm SUBSCRIBE in time")
-            message = self._read(remaining)
-            if message is not None and message["type"] == "subscribe":
-                names.discard(_text(message["channel"]))
-
-    def _read(self, timeout: float) -> dict[str, Any] | None:
-        """One raw pub/sub message (data messages are queued as they come)."""
-        assert self._pubsub is not None
-        message = cast(dict[str, Any] | None, self._pubsub.get_message(timeout=timeout))
-        if message is not None and message["type"] == "message":
-            channel = _text(message["channel"])[len(self._bus.channel_prefix) :]
-            self._pending.append((channel, json.loads(message["data"])))
-        return message
-
-
-class RedisMessageBus:
-    """PUBLISH/SUBSCRIBE on prefixed channels (pub/sub ignores the database
-    number, so the prefix is what keeps two apps on one server apart)."""
-
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        channel_prefix: str = DEFAULT_CHANNEL_PREFIX,
-        io_timeout: float = DEFAULT_IO_TIMEOUT,
-    ) -> None:
-        self.client = client
-        self.channel_prefix = channel_prefix
-        self.io_timeout = io_timeout
-        self.where = _describe_client(client)
-        # Each subscription holds a connection for its whole life (a listen
-        # stream can last hours): they get a pool of their own, unbounded, so
-        # that many open streams never starve the client's pool of sessions.
-        pool = client.connection_pool
-        # No retry: redis-py would reconnect a broken subscription and
-        # subscribe again in silence, losing what was published meanwhile (a
-        # Sentinel failover kills subscribers); "unavailable" lets the caller
-        # know it may have missed messages.
-        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
-        self.subscription_pool = redis.ConnectionPool(
-            connection_class=pool.connection_class, max_connections=2**31 - 1, **kwargs
-        )
-
-    def publish(self, channel: str, message: Message) -> None:
-        payload = json.dumps(message)
-        with _unavailable(self.where):
-            self.client.publish(self.channel_prefix + channel, payload)
-
-    def subscribe(self, channels: Sequence[str]) -> RedisSubscription:
-        return RedisSubscription(self, channels)
-
-
 class RedisEventLog:
     """Each resumable stream is a list (index = sequence number) whose TTL,
     refreshed by every append, is the retention."""
@@ -352,14 +218,14 @@ class RedisEventLog:
         self.key_prefix = key_prefix
         self.retention = retention
         self._ttl_ms = max(1, round(retention * 1000))
-        self._where = _describe_client(client)
+        self._where = describe_client(client)
 
     def _key(self, stream: str) -> str:
         return self.key_prefix + stream
 
     def append(self, stream: str, seq: int, event: Event) -> None:
         key = self._key(stream)
-        with _unavailable(self._where):
+        with unavailable(self._where):
             pipe = self.client.pipeline(transaction=True)
             pipe.rpush(key, json.dumps({"seq": seq, **event}))
             pipe.pexpire(key, self._ttl_ms)
@@ -367,7 +233,7 @@ class RedisEventLog:
 
     def read(self, stream: str, after: int) -> list[tuple[int, Event]] | None:
         key = self._key(stream)
-        with _unavailable(self._where):
+        with unavailable(self._where):
             pipe = self.client.pipeline(transaction=False)
             pipe.exists(key)
             pipe.lrange(key, max(after + 1, 0), -1)
@@ -386,11 +252,11 @@ class RedisTaskStore:
         self.client = client
         self.key_prefix = key_prefix
         self.attempts = attempts
-        self._where = _describe_client(client)
+        self._where = describe_client(client)
 
     def create(self, record: TaskRecord) -> None:
         expires = record.expires_at
-        with _unavailable(self._where):
+        with unavailable(self._where):
             self.client.set(
                 self.key_prefix + record.task_id,
                 json.dumps(record.to_dict()),
@@ -400,13 +266,13 @@ class RedisTaskStore:
             )
 
     def get(self, task_id: str) -> TaskRecord | None:
-        with _unavailable(self._where):
+        with unavailable(self._where):
             raw = self.client.get(self.key_prefix + task_id)
         return None if raw is None else TaskRecord.from_dict(json.loads(raw))
 
     def count(self) -> StoreCount:
         """Tasks within their TTL (Redis expires the others itself)."""
-        return _count_keys(self.client, self.key_prefix, self._where)
+        return count_keys(self.client, self.key_prefix, self._where)
 
     def prune(self) -> int:
         """Nothing to do: a task's key expires on the server with its TTL."""
@@ -414,7 +280,7 @@ class RedisTaskStore:
 
     def update(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
         key = self.key_prefix + task_id
-        with _unavailable(self._where):
+        with unavailable(self._where):
             for attempt in range(self.attempts):
                 if attempt:  # another writer won the last round: step aside a random while
                     time.sleep(random.uniform(0, min(0.02, 0.001 * 2**attempt)))
@@ -456,7 +322,7 @@ def backend_from_client(
     """A :class:`Backend` over ``client``; closed by ``Backend.close`` only if ``owned``."""
 
     def check() -> None:
-        with _unavailable(_describe_client(client)):
+        with unavailable(describe_client(client)):
             client.ping()
 
     bus = RedisMessageBus(client, io_timeout=io_timeout)
@@ -474,7 +340,7 @@ def backend_from_client(
         bus=bus,
         events=RedisEventLog(client, retention=retention),
         tasks=RedisTaskStore(client),
-        description=_describe_client(client),
+        description=describe_client(client),
         check=check,
         close=close,
     )

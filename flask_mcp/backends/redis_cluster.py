@@ -42,15 +42,10 @@ from .contracts import (
     Subscription,
     redact_url,
 )
-from .redis import (
-    DEFAULT_CHANNEL_PREFIX,
-    RedisEventLog,
-    RedisSessionStore,
-    RedisTaskStore,
-    _text,
-    _unavailable,
-)
+from .redis import RedisEventLog, RedisSessionStore, RedisTaskStore
+from .redis_bus import DEFAULT_CHANNEL_PREFIX
 from .redis_cluster_tracking import ClusterCopies, node_pool
+from .redis_faults import as_text, unavailable
 
 #: redis-py's first release whose cluster client runs transactions (``WATCH``/``MULTI``
 #: on one slot), which the event logs and task updates use.
@@ -152,14 +147,14 @@ class ClusterSubscription(Subscription):
         try:
             for attempt in range(_SUBSCRIBE_ATTEMPTS):
                 try:
-                    with _unavailable(bus.where):
+                    with unavailable(bus.where):
                         self._subscribe(names)
                     return
                 except redis.exceptions.AskError as exc:  # MOVED or ASK: the slot map is out of date
                     self._drop_pubsubs()
                     if attempt == _SUBSCRIBE_ATTEMPTS - 1:
                         raise BackendUnavailable(f"Redis ({bus.where}): the cluster kept moving a slot: {exc}") from exc
-                    with _unavailable(bus.where):
+                    with unavailable(bus.where):
                         bus.client.nodes_manager.initialize()
         except BaseException:
             self.close()
@@ -183,7 +178,7 @@ class ClusterSubscription(Subscription):
         deadline = time.monotonic() + max(timeout, 0.0)
         while not self._pending and self._pubsubs:
             remaining = deadline - time.monotonic()
-            with _unavailable(self._bus.where):
+            with unavailable(self._bus.where):
                 self._read_any(max(remaining, 0.0))
             if remaining <= 0:
                 break
@@ -207,7 +202,7 @@ class ClusterSubscription(Subscription):
                 raise BackendUnavailable(f"Redis ({self._bus.where}) did not confirm SSUBSCRIBE in time")
             for message in self._read_any(remaining):
                 if message["type"] == "ssubscribe":
-                    names.discard(_text(message["channel"]))
+                    names.discard(as_text(message["channel"]))
 
     def _read_any(self, timeout: float) -> list[dict[str, Any]]:
         """Raw messages from the nodes (data messages are queued as they come):
@@ -220,11 +215,11 @@ class ClusterSubscription(Subscription):
                 continue
             read.append(message)
             if message["type"] == "smessage":
-                channel = _text(message["channel"])[len(self._bus.channel_prefix) :]
+                channel = as_text(message["channel"])[len(self._bus.channel_prefix) :]
                 self._pending.append((channel, json.loads(message["data"])))
             elif message["type"] == "sunsubscribe" and not self._closed:
                 raise BackendUnavailable(
-                    f"Redis ({self._bus.where}) ended the subscription to {_text(message['channel'])!r} "
+                    f"Redis ({self._bus.where}) ended the subscription to {as_text(message['channel'])!r} "
                     "(its slot moved to another node)"
                 )
         return read
@@ -252,7 +247,7 @@ class ClusterMessageBus:
 
     def publish(self, channel: str, message: Message) -> None:
         payload = json.dumps(message)
-        with _unavailable(self.where):
+        with unavailable(self.where):
             self.client.spublish(self.channel_prefix + channel, payload)
 
     def subscribe(self, channels: Sequence[str]) -> ClusterSubscription:
@@ -328,7 +323,7 @@ def backend_from_client(
     shared = cast(redis.Redis, client)
 
     def check() -> None:
-        with _unavailable(client.flask_mcp_description):
+        with unavailable(client.flask_mcp_description):
             client.cluster.ping(target_nodes=RedisCluster.ALL_NODES)
 
     bus = ClusterMessageBus(client, io_timeout=io_timeout)

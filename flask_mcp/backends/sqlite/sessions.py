@@ -3,45 +3,19 @@ of the records it read (kept honest by the change stamps in ``change_stamps.py``
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from ...protocol import jsonrpc
-from ...protocol.errors import MCPError
 from ..contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable, Session, StoreCount
+from ..session_records import dump_record as _dump_record
+from ..session_records import load_record as _load_record
 from .change_stamps import ChangeStamps
 from .database import SqliteDatabase, database_for
 
 _T = TypeVar("_T")
-
-
-def _dump_record(record: dict[str, Any]) -> str:
-    """A session record as JSON. A record without app data (every new
-    session) holds only what came in as JSON, so orjson (through
-    ``jsonrpc.encode``; ten times quicker than the stdlib) writes it exactly.
-    App data may hold NaN or infinities, which orjson would store as null:
-    the stdlib writes those records, as it writes strings UTF-8 cannot carry
-    (lone surrogates)."""
-    if record.get("data"):
-        return json.dumps(record)
-    try:
-        return jsonrpc.encode(record).decode()
-    except UnicodeEncodeError:
-        return json.dumps(record)
-
-
-def _load_record(text: str) -> Any:
-    """A stored session record: orjson when installed (through
-    ``jsonrpc.decode_exact``), the stdlib for what that path refuses (NaN
-    and infinities in app data)."""
-    try:
-        return jsonrpc.decode_exact(text.encode())
-    except MCPError:
-        return json.loads(text)
 
 
 #: Refresh a session's idle timer and move its row to the end of the table

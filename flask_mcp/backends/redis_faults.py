@@ -1,0 +1,68 @@
+"""What the Redis modules share: which driver errors mean "Redis cannot be
+reached now" (a ``503``, not a ``500``), and small helpers every Redis store uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+
+from .contracts import BackendUnavailable, StoreCount
+
+#: Faults that mean "Redis is not reachable right now" rather than a bug.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,  # a replica during fail-over
+    redis.exceptions.InvalidResponse,  # something that is not Redis answered
+    # A Redis Cluster (redis_cluster.py) missing a primary, a slot being
+    # moved, a slot no reachable node serves:
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
+)
+
+
+@contextmanager
+def unavailable(what: str) -> Iterator[None]:
+    """Driver errors of :data:`UNAVAILABLE` raised inside become :class:`BackendUnavailable`."""
+    try:
+        yield
+    except UNAVAILABLE as exc:
+        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
+    except redis.exceptions.RedisClusterException as exc:
+        # A cluster client that reaches no node at all says so in this
+        # general class, raised from the connection error it met.
+        if not isinstance(exc.__cause__, UNAVAILABLE):
+            raise
+        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
+
+
+def as_text(value: bytes | str) -> str:
+    """Clients built with and without ``decode_responses`` both work."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def count_keys(client: redis.Redis, prefix: str, where: str) -> StoreCount:
+    """The keys under ``prefix`` (SCAN, in batches: it never blocks the
+    server, but it walks the whole key space). Redis drops expired keys
+    itself, so there are never expired ones to report."""
+    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
+    with unavailable(where):
+        return StoreCount(sum(1 for _ in client.scan_iter(match=pattern, count=1000)))
+
+
+def describe_client(client: redis.Redis) -> str:
+    described = getattr(client, "flask_mcp_description", None)  # a cluster (redis_cluster.py)
+    if isinstance(described, str):
+        return described
+    kwargs = client.connection_pool.connection_kwargs
+    service = getattr(client.connection_pool, "service_name", None)  # a Sentinel-managed pool
+    if service is not None:
+        where = f"sentinel service {service}"
+    elif "path" in kwargs:
+        where = f"unix://{kwargs['path']}"
+    else:
+        where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    return f"redis {where} db {kwargs.get('db', 0)}"

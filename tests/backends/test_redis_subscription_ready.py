@@ -1,0 +1,71 @@
+"""RedisSubscription.ready(): the cheap look every legacy call's cancellation
+check takes, against a private redis-server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import free_port
+from redis_server import start_redis_server, stop_redis_server
+
+from flask_mcp.backends.redis import RedisMessageBus, client_from_url
+
+
+@pytest.fixture
+def bus() -> Iterator[RedisMessageBus]:
+    port = free_port()
+    process = start_redis_server(port, why="the subscription tests start their own")
+    try:
+        yield RedisMessageBus(client_from_url(f"redis://127.0.0.1:{port}"))
+    finally:
+        stop_redis_server(process)
+
+
+def _until(condition: object, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.001)
+
+
+def test_ready_says_when_a_message_waits(bus: RedisMessageBus) -> None:
+    subscription = bus.subscribe(["c"])
+    subscription._full_read_at = time.monotonic() + 3600  # no periodic full read during the test
+    assert not subscription.ready()
+    assert subscription.get(0) is None
+    bus.publish("c", {"n": 1})
+    _until(subscription.ready)
+    assert subscription.get(0) == ("c", {"n": 1})
+    assert not subscription.ready()
+    subscription.close()
+    assert not subscription.ready()
+
+
+def test_ready_asks_for_a_full_read_now_and_then(bus: RedisMessageBus) -> None:
+    """So that redis-py's health checks on the subscription still go out."""
+    subscription = bus.subscribe(["c"])
+    subscription._full_read_at = time.monotonic() - subscription.READY_FULL_READ
+    assert subscription.ready()
+    assert not subscription.ready()
+    subscription.close()
+
+
+def test_ready_does_not_touch_a_socket_another_thread_reads(bus: RedisMessageBus) -> None:
+    """ready() is asked outside the cancellations lock: while a get() waits on
+    the socket, it answers at once instead of racing that read."""
+    subscription = bus.subscribe(["c"])
+    subscription._full_read_at = time.monotonic() + 3600
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(subscription.get(2.0)))
+    reader.start()
+    _until(subscription._reading.locked)
+    start = time.monotonic()
+    assert not subscription.ready()
+    assert time.monotonic() - start < 0.1
+    bus.publish("c", {"n": 2})
+    reader.join(5)
+    assert got == [("c", {"n": 2})]
+    subscription.close()
