@@ -31,7 +31,7 @@ from .events import EventLog, Resume, parse_event_id, stream_key
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
-from .meta import SERVER_INFO_KEY, RequestMeta, carries_modern_meta, parse_request_meta
+from .meta import SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
 from .methods import Instructions, Methods
 from .observe import Observer
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
@@ -45,7 +45,6 @@ from .versions import (
     REVISIONS,
     STATELESS_VERSIONS,
     SUPPORTED_VERSIONS,
-    Revision,
     check_legacy_version_header,
     check_session_version_header,
     negotiate,
@@ -229,8 +228,8 @@ class Server:
             check_standard_headers(incoming.headers, message.method, message.params)
         except MCPError as exc:
             return self._error_reply(message.id, exc, 400)
-        request = _request_info(
-            message, incoming, REVISIONS[meta.protocol_version], meta.client_info, meta.client_capabilities, meta=meta
+        request = incoming.request_info(
+            message, REVISIONS[meta.protocol_version], meta.client_info, meta.client_capabilities, meta=meta
         )
         if message.method == "subscriptions/listen":
             return self._listen(message, request)
@@ -284,8 +283,8 @@ class Server:
         if message.method == "initialize":
             error = InvalidRequest("initialize must be sent alone, as the first request of a session.")
             return Reply(400, jsonrpc.error_message(message.id, error))
-        request = _request_info(
-            message, incoming, REVISIONS[session.protocol_version], session.client_info,
+        request = incoming.request_info(
+            message, REVISIONS[session.protocol_version], session.client_info,
             session.client_capabilities, session=session,
         )
         return self._answer(message, request, defer=defer)
@@ -362,8 +361,8 @@ class Server:
             created_at=now,
             last_seen=now,
         )
-        request = _request_info(
-            message, incoming, revision, session.client_info, session.client_capabilities, session=session
+        request = incoming.request_info(
+            message, revision, session.client_info, session.client_capabilities, session=session
         )
         reply = self._answer(message, request)
         if "error" in reply.body:
@@ -442,20 +441,3 @@ class Server:
             raise SessionNotFound()
         check_session_version_header(incoming.header_version, session.protocol_version)
         return session
-
-def _request_info(
-    message: Request,
-    incoming: Incoming,
-    revision: Revision,
-    client_info: dict[str, Any] | None,
-    client_capabilities: dict[str, Any],
-    session: Session | None = None,
-    meta: RequestMeta | None = None,
-) -> RequestInfo:
-    """What the methods get to know about one request, in either era (built
-    positionally: keyword arguments cost a string match each, on every request)."""
-    return RequestInfo(
-        revision, message.method, message.params, incoming.headers, message.id, client_info,
-        client_capabilities, session, meta, incoming.principal, incoming.auth, incoming.emit,
-        endpoint=incoming.endpoint_url,
-    )

@@ -13,8 +13,11 @@ from . import jsonrpc
 from .errors import InternalError
 from .events import Resume
 from .jsonrpc import RequestId
-from .session import StoreUnavailable
+from .meta import RequestMeta
+from .request_info import RequestInfo
+from .session import Session, StoreUnavailable
 from .subscriptions import Listen
+from .versions import Revision
 
 logger = logging.getLogger("flask_mcp")
 
@@ -55,6 +58,23 @@ class Incoming:
         self.header_version: str | None = None if version is None else version.strip()
         session_id = headers.get("mcp-session-id")
         self.session_id: str | None = (session_id.strip() or None) if session_id is not None else None
+
+    def request_info(
+        self,
+        message: jsonrpc.Request,
+        revision: Revision,
+        client_info: dict[str, Any] | None,
+        client_capabilities: dict[str, Any],
+        session: Session | None = None,
+        meta: RequestMeta | None = None,
+    ) -> RequestInfo:
+        """What the methods get to know about ``message``, in either era (built
+        positionally: keyword arguments cost a string match each, on every request)."""
+        return RequestInfo(
+            revision, message.method, message.params, self.headers, message.id, client_info,
+            client_capabilities, session, meta, self.principal, self.auth, self.emit,
+            endpoint=self.endpoint_url,
+        )
 
 
 #: Lets a resumable stream's connection go now (the client reconnects after the
