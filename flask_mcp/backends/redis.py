@@ -102,8 +102,8 @@ class RedisSessionStore:
             self._writes.set_px(key, dump_record_ascii(session.to_dict()), self._ttl_ms)
         except UNAVAILABLE as exc:  # what unavailable() does, without a generator per request
             raise BackendUnavailable(f"Redis ({self._where}) is unavailable: {exc}") from exc
-        except redis.exceptions.RedisClusterException:
-            with unavailable(self._where):  # the rarer cases it maps too (no cluster node reachable)
+        except (redis.exceptions.ResponseError, redis.exceptions.RedisClusterException):
+            with unavailable(self._where):  # the rarer cases it maps too (NOREPLICAS, no cluster node...)
                 raise
         self._copies.forget(key)
         self._note_refresh(session.id, now)

@@ -31,12 +31,24 @@ def unavailable(what: str) -> Iterator[None]:
         yield
     except UNAVAILABLE as exc:
         raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
-    except redis.exceptions.RedisClusterException as exc:
-        # A cluster client that reaches no node at all says so in this
-        # general class, raised from the connection error it met.
-        if not isinstance(exc.__cause__, UNAVAILABLE):
+    except (redis.exceptions.ResponseError, redis.exceptions.RedisClusterException) as exc:
+        if not _means_unavailable(exc):
             raise
         raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
+
+
+#: Error replies of a server that cannot take the command now, though it is up:
+#: a primary short of the replicas ``min-replicas-to-write`` asks for, a replica
+#: that lost its primary (``replica-serve-stale-data no``).
+_UNAVAILABLE_REPLIES = ("NOREPLICAS", "MASTERDOWN")
+
+
+def _means_unavailable(exc: Exception) -> bool:
+    if isinstance(exc, redis.exceptions.RedisClusterException):
+        # A cluster client that reaches no node at all says so in this
+        # general class, raised from the connection error it met.
+        return isinstance(exc.__cause__, UNAVAILABLE)
+    return str(exc).startswith(_UNAVAILABLE_REPLIES)
 
 
 def as_text(value: bytes | str) -> str:

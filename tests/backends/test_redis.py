@@ -175,3 +175,21 @@ def test_redis_reads_refresh_the_ttl_on_a_server_without_getex() -> None:
     finally:
         client.close()
         stop_redis_server(server)
+
+
+def test_a_primary_short_of_the_replicas_it_asks_for_is_unavailable_not_a_failure(tmp_path: Path) -> None:
+    """``min-replicas-to-write 1`` with no replica: every write is refused with
+    NOREPLICAS, which is Redis saying "not now" (a 503), not a bug (a 500)."""
+    port = free_port()
+    server = start_redis_server(port, "--min-replicas-to-write", "1", why="needed for a primary without its replica")
+    backend = open_backend(f"redis://127.0.0.1:{port}/0", timeout=42, instance_path=str(tmp_path))
+    try:
+        session = full_session()
+        with pytest.raises(BackendUnavailable, match="NOREPLICAS"):
+            backend.sessions.create(session)
+        with pytest.raises(BackendUnavailable, match="NOREPLICAS"):
+            backend.sessions.save(session)
+        backend.require_bus("test").publish("c", {})  # PUBLISH is no write: it goes through
+    finally:
+        backend.close()
+        stop_redis_server(server)
