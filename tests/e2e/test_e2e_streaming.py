@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import requests
@@ -357,33 +357,47 @@ class PinnedConnection:
         self._connection.close()
 
 
-def pin(cluster: Cluster, wanted: Callable[[int], bool], what: str) -> PinnedConnection:
-    """A new connection served by a worker ``wanted`` accepts. Connections are
-    opened a few at a time, all before the first request (so that both workers
-    may accept some); the others are closed."""
+class _HasPid(Protocol):
+    pid: int
+
+
+Pinned = TypeVar("Pinned", bound=_HasPid)
+
+
+def connection_to_worker(port: int, wrap: Callable[[http.client.HTTPConnection], Pinned],
+                         wanted: Callable[[int], bool], what: str, *, timeout: float = TIMEOUT) -> Pinned:
+    """A new connection (``wrap`` learns its worker's ``pid``) served by a
+    worker ``wanted`` accepts. Connections are opened a few at a time, all
+    before the first request (so that both workers may accept some); the
+    others are closed."""
     seen: list[int] = []
     for attempt in range(20):
         # A pause between batches: a worker that is busy (or starved of CPU on a loaded
         # machine) accepts nothing until it runs again, and the other takes every connection.
         time.sleep(0.05 * attempt)
-        batch = [http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=TIMEOUT) for _ in range(4)]
-        chosen = None
+        batch = [http.client.HTTPConnection("127.0.0.1", port, timeout=timeout) for _ in range(4)]
+        chosen: tuple[http.client.HTTPConnection, Pinned] | None = None
         try:
             for connection in batch:
                 connection.connect()
             for connection in batch:
-                candidate = PinnedConnection(connection)
+                candidate = wrap(connection)
                 seen.append(candidate.pid)
                 if wanted(candidate.pid):
-                    chosen = candidate
+                    chosen = connection, candidate
                     break
         finally:
             for connection in batch:
-                if chosen is None or connection is not chosen._connection:
+                if chosen is None or connection is not chosen[0]:
                     connection.close()
         if chosen is not None:
-            return chosen
+            return chosen[1]
     raise AssertionError(f"no new connection reached {what} in 80 attempts (workers seen: {seen})")
+
+
+def pin(cluster: Cluster, wanted: Callable[[int], bool], what: str) -> PinnedConnection:
+    """A new connection served by a worker ``wanted`` accepts."""
+    return connection_to_worker(cluster.port, PinnedConnection, wanted, what)
 
 
 def wait_for_marker(path: Path, until: float) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import requests
+from test_e2e_streaming import connection_to_worker
 
 pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
 
@@ -81,32 +82,10 @@ class Worker:
 
 
 def _worker(server: Any, wanted: Callable[[int], bool] = lambda pid: True) -> Worker:
-    """A new connection served by a worker ``wanted`` accepts: connections are
-    opened a few at a time, all before the first request (so that both workers
-    may accept some), with a pause between batches (a busy worker accepts
-    nothing until it runs again); the others are closed."""
-    seen: list[int] = []
-    for attempt in range(20):
-        time.sleep(0.05 * attempt)
-        batch = [http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT) for _ in range(4)]
-        chosen = None
-        try:
-            for connection in batch:
-                connection.connect()
-            for connection in batch:
-                worker = Worker(connection)
-                seen.append(worker.pid)
-                if wanted(worker.pid):
-                    chosen = worker
-                    break
-        finally:
-            for connection in batch:
-                if chosen is None or connection is not chosen.connection:
-                    connection.close()
-        if chosen is not None:
-            server.workers.append(chosen)
-            return chosen
-    raise AssertionError(f"no connection reached the wanted worker in 80 attempts (workers seen: {seen})")
+    """A new connection served by a worker ``wanted`` accepts (kept open until the server stops)."""
+    chosen = connection_to_worker(server.port, Worker, wanted, "the wanted worker", timeout=TIMEOUT)
+    server.workers.append(chosen)
+    return chosen
 
 
 def _pid(span: dict[str, Any]) -> int:
