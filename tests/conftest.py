@@ -180,6 +180,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def worker_pids(server: GunicornServer) -> set[int]:
+    """The current workers: the children of the gunicorn master."""
+    children: set[int] = set()
+    for task in Path(f"/proc/{server.process.pid}/task").iterdir():
+        try:
+            children.update(int(pid) for pid in (task / "children").read_text().split())
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+    return children
+
+
 class GunicornServer:
     """A gunicorn master we started, stopped by its PID."""
 

@@ -21,7 +21,16 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import JSON_HEADERS, GunicornServer, backend_uri, free_port, read_only, unavailable, validate_message
+from conftest import (
+    JSON_HEADERS,
+    GunicornServer,
+    backend_uri,
+    free_port,
+    read_only,
+    unavailable,
+    validate_message,
+    worker_pids,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -51,17 +60,6 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
         return True
     except OSError:
         return False
-
-
-def worker_pids(server: GunicornServer) -> set[int]:
-    """The current workers: the children of the gunicorn master."""
-    children: set[int] = set()
-    for task in Path(f"/proc/{server.process.pid}/task").iterdir():
-        try:
-            children.update(int(pid) for pid in (task / "children").read_text().split())
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-    return children
 
 
 def wait_for_workers(

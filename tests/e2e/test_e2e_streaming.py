@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 import requests
-from conftest import JSON_HEADERS, GunicornServer, _validator, backend_uri, validate_message
+from conftest import JSON_HEADERS, GunicornServer, _validator, backend_uri, validate_message, worker_pids
 from mcp import Client, types
 from mcp.client import ClientRequestContext
 
@@ -82,17 +82,6 @@ class Cluster:
     @property
     def port(self) -> int:
         return self.server.port
-
-
-def worker_pids(server: GunicornServer) -> set[int]:
-    """The current workers: the children of the gunicorn master."""
-    children: set[int] = set()
-    for task in Path(f"/proc/{server.process.pid}/task").iterdir():
-        try:
-            children.update(int(pid) for pid in (task / "children").read_text().split())
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-    return children
 
 
 def warm_up(server: GunicornServer) -> frozenset[int]:
