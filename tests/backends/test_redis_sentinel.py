@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -185,15 +186,21 @@ def build_app(url: str) -> Flask:
     return app
 
 
-@pytest.fixture(scope="module")
-def failing_over(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
-    """A deployment of its own (it is failed over): a primary, a replica, three sentinels."""
-    deployment = SentinelDeployment(tmp_path_factory.mktemp("failover"), sentinels=3)
+@contextmanager
+def own_deployment(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[SentinelDeployment]:
+    """A deployment of a test's own (it is failed over): a primary, a replica, three sentinels."""
+    deployment = SentinelDeployment(tmp_path_factory.mktemp(name), sentinels=3)
     deployment.start()
     try:
         yield deployment
     finally:
         deployment.stop()
+
+
+@pytest.fixture(scope="module")
+def failing_over(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
+    with own_deployment(tmp_path_factory, "failover") as deployment:
+        yield deployment
 
 
 def test_sessions_events_tasks_the_bus_and_rate_limits_go_on_after_a_failover(
@@ -286,13 +293,9 @@ def eventually(condition: Any, within: float = 1.0) -> bool:
 
 @pytest.fixture
 def failing_over_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
-    """A deployment that has not failed over yet: a primary, a replica, three sentinels."""
-    deployment = SentinelDeployment(tmp_path_factory.mktemp("failover-once"), sentinels=3)
-    deployment.start()
-    try:
+    """A deployment that has not failed over yet."""
+    with own_deployment(tmp_path_factory, "failover-once") as deployment:
         yield deployment
-    finally:
-        deployment.stop()
 
 
 def test_writes_leave_the_old_primary_within_a_second_of_a_planned_failover(
