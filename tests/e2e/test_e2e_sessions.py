@@ -28,9 +28,9 @@ from conftest import (
     free_port,
     read_only,
     unavailable,
-    validate_message,
     worker_pids,
 )
+from test_e2e_streaming import json_body
 
 pytestmark = pytest.mark.e2e
 
@@ -137,21 +137,9 @@ def assert_clean_log(server: GunicornServer) -> None:
     assert "Traceback" not in server.output(), server.output()
 
 
-def json_body(response: requests.Response, method: str | None, version: str = LEGACY) -> dict[str, Any]:
-    """The JSON-RPC body, checked against the revision's schema."""
-    assert response.headers.get("Content-Type", "").startswith("application/json"), (
-        response.status_code,
-        response.headers,
-        response.text[:500],
-    )
-    body: dict[str, Any] = response.json()
-    validate_message(version, method, body)
-    return body
-
-
 def assert_session_gone(response: requests.Response) -> None:
     assert response.status_code == 404, (response.status_code, response.text[:500])
-    body = json_body(response, None)
+    body = json_body(response, None, LEGACY)
     assert "error" in body and "result" not in body
 
 
@@ -159,7 +147,7 @@ def assertunavailable(response: requests.Response) -> None:
     """A 503 whose body is a JSON-RPC error, never a traceback or an HTML page."""
     assert response.status_code == 503, (response.status_code, response.text[:500])
     assert "Traceback" not in response.text
-    body = json_body(response, None)
+    body = json_body(response, None, LEGACY)
     assert "error" in body and "result" not in body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
 
@@ -198,7 +186,7 @@ class LegacyClient:
     def initialize(self, url: str | None = None) -> str:
         response = self.initialize_request(url)
         assert response.status_code == 200, (response.status_code, response.text[:500])
-        body = json_body(response, "initialize")
+        body = json_body(response, "initialize", LEGACY)
         assert body["result"]["protocolVersion"] == LEGACY
         assert body["result"]["serverInfo"]["name"] == "e2e"
         self.session_id = response.headers["Mcp-Session-Id"]
@@ -238,7 +226,7 @@ class LegacyClient:
 
 
 def pid_of(response: requests.Response) -> int:
-    body = json_body(response, "tools/call")
+    body = json_body(response, "tools/call", LEGACY)
     result = body["result"]
     assert not result.get("isError"), result
     pid = result["structuredContent"]["pid"]
@@ -279,7 +267,7 @@ def test_every_worker_serves_a_session_that_one_worker_started(cluster: Gunicorn
         if i % 2 == 0:
             pids.add(pid_of(response))
         else:
-            result = json_body(response, "tools/call")["result"]
+            result = json_body(response, "tools/call", LEGACY)["result"]
             assert result["content"] == [{"type": "text", "text": f"message {i}"}]
     assert pids <= workers
     assert len(pids) >= 2, f"only worker(s) {pids} answered; the test did not spread over workers"
@@ -370,7 +358,7 @@ def test_two_masters_sharing_redis_serve_one_session_and_a_delete_on_either_ends
         served[name].add(client.whoami(server.url))
         echoed = client.call("echo", {"text": f"hop {i}"}, url=server.url)
         assert echoed.status_code == 200, (echoed.status_code, echoed.text[:500])
-        assert json_body(echoed, "tools/call")["result"]["content"][0]["text"] == f"hop {i}"
+        assert json_body(echoed, "tools/call", LEGACY)["result"]["content"][0]["text"] == f"hop {i}"
     assert served["a"] <= worker_pids(a)
     assert served["b"] <= worker_pids(b)
 
