@@ -353,16 +353,21 @@ def test_input_required_requests_carry_the_trace(
     assert _trace_of(question["params"]["_meta"]) == format(span.context.trace_id, "032x")
 
 
+def _await_span(spans: InMemorySpanExporter, name: str) -> None:
+    """Return once a span called ``name`` has ended (a task's ends after its call's answer)."""
+    deadline = time.monotonic() + 10
+    while not [s for s in spans.get_finished_spans() if s.name == name]:
+        assert time.monotonic() < deadline, f"the span {name!r} never ended"
+        time.sleep(0.01)
+
+
 def test_a_task_runs_under_the_call_that_started_it(
     app: Flask, make_client: MakeClient, spans: InMemorySpanExporter
 ) -> None:
     client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
     created = client.call_tool("background").result
     assert "taskId" in created
-    deadline = time.monotonic() + 10
-    while not [s for s in spans.get_finished_spans() if s.name == "task background"]:
-        assert time.monotonic() < deadline, "the task's span never ended"
-        time.sleep(0.01)
+    _await_span(spans, "task background")
     call = _one(spans, "tools/call background")
     run = _one(spans, "task background")
     work = _one(spans, "background work")
@@ -389,10 +394,7 @@ def test_a_failing_task_s_span_has_the_error(
     client = connect(make_client, app, "2026-07-28", capabilities={"extensions": {TASKS: {}}})
     created = client.call_tool("broken_task").result
     assert "taskId" in created
-    deadline = time.monotonic() + 10
-    while not [s for s in spans.get_finished_spans() if s.name == "task broken_task"]:
-        assert time.monotonic() < deadline, "the task's span never ended"
-        time.sleep(0.01)
+    _await_span(spans, "task broken_task")
     run = _one(spans, "task broken_task")
     assert run.attributes is not None and run.attributes["error.type"] == "tool_error"
     assert run.status.status_code is StatusCode.ERROR
