@@ -33,9 +33,9 @@ from .contracts import (
 )
 from .redis_bus import DEFAULT_CHANNEL_PREFIX, RedisMessageBus, RedisSubscription
 from .redis_direct import DirectWrites
-from .redis_faults import UNAVAILABLE, count_keys, describe_client, unavailable
+from .redis_faults import UNAVAILABLE, as_unavailable, count_keys, describe_client, unavailable
 from .redis_tracking import MISSING, TrackedCache
-from .session_records import dump_record_ascii
+from .session_records import dump_record_ascii, load_record
 
 __all__ = [
     "DEFAULT_CHANNEL_PREFIX", "DEFAULT_KEY_PREFIX", "DEFAULT_STREAM_PREFIX", "DEFAULT_TASK_PREFIX", "UNAVAILABLE",
@@ -96,17 +96,38 @@ class RedisSessionStore:
 
     def create(self, session: Session) -> None:
         """One ``SET ... PX`` and no read-back: the key's TTL is the idle timer."""
+        self.begin_create(session)()
+
+    def begin_create(self, session: Session) -> Callable[[], None]:
+        """Send the new session's ``SET`` now; the function returned waits for
+        Redis to take it (raising :class:`BackendUnavailable`) and must be
+        called before the session id is given to anyone. The server builds
+        ``initialize``'s answer in between, while the command travels."""
         session.created_at = session.last_seen = now = self.clock()
         key = self._key(session.id)
         try:
-            self._writes.set_px(key, dump_record_ascii(session.to_dict()), self._ttl_ms)
-        except UNAVAILABLE as exc:  # what unavailable() does, without a generator per request
-            raise BackendUnavailable(f"Redis ({self._where}) is unavailable: {exc}") from exc
-        except (redis.exceptions.ResponseError, redis.exceptions.RedisClusterException):
-            with unavailable(self._where):  # the rarer cases it maps too (NOREPLICAS, no cluster node...)
+            reply = self._writes.begin_set_px(key, dump_record_ascii(session.to_dict()), self._ttl_ms)
+        except Exception as exc:
+            self._raise_unavailable(exc)
+            raise
+
+        def finish() -> None:
+            try:
+                reply()
+            except Exception as exc:
+                self._raise_unavailable(exc)
                 raise
-        self._copies.forget(key)
-        self._note_refresh(session.id, now)
+            self._copies.forget(key)
+            self._note_refresh(session.id, now)
+
+        return finish
+
+    def _raise_unavailable(self, exc: Exception) -> None:
+        """Raise :class:`BackendUnavailable` when ``exc`` means Redis cannot be
+        reached now (``unavailable()``'s mapping, without a generator per request)."""
+        fault = as_unavailable(exc, self._where)
+        if fault is not None:
+            raise fault from exc
 
     def get(self, session_id: str) -> Session | None:
         """Read the session (from this process's copy when it is current); the
@@ -130,7 +151,7 @@ class RedisSessionStore:
                 return None
             if not fresh:
                 self._note_refresh(session_id, now)
-        session = Session.from_dict(json.loads(raw))
+        session = Session.from_dict(load_record(raw))
         session.last_seen = now
         return session
 

@@ -47,9 +47,16 @@ class RedisSubscription(Subscription):
     def get(self, timeout: float) -> tuple[str, Message] | None:
         deadline = time.monotonic() + max(timeout, 0.0)
         while not self._pending and self._pubsub is not None and self._pubsub.subscribed:
-            remaining = deadline - time.monotonic()
-            with unavailable(self._bus.where), self._reading:
-                self._read(max(remaining, 0.0))
+            remaining = max(deadline - time.monotonic(), 0.0)
+            # Bounded by the deadline: another thread may be waiting on the socket
+            # (the cancellation reader), and it hands over what comes.
+            if not self._reading.acquire(timeout=remaining):
+                break
+            try:
+                with unavailable(self._bus.where):
+                    self._read(max(deadline - time.monotonic(), 0.0))
+            finally:
+                self._reading.release()
             if remaining <= 0:
                 break
         return self._pending.popleft() if self._pending else None
@@ -66,17 +73,15 @@ class RedisSubscription(Subscription):
         pubsub = self._pubsub
         if self._pending or pubsub is None:
             return bool(self._pending)
-        now = time.monotonic()
-        if now - self._full_read_at >= self.READY_FULL_READ:
-            self._full_read_at = now
-            return True
-        connection = pubsub.connection
-        if connection is None:
-            return True
         if not self._reading.acquire(blocking=False):
-            return False  # another thread is reading it now, and hands over what comes
+            return False  # another thread (the cancellation reader) is reading it, and hands over what comes
         try:
-            return bool(connection.can_read(timeout=0))
+            now = time.monotonic()
+            if now - self._full_read_at >= self.READY_FULL_READ:
+                self._full_read_at = now
+                return True
+            connection = pubsub.connection
+            return connection is None or bool(connection.can_read(timeout=0))
         except Exception:  # noqa: BLE001 - a broken socket: get() reports it
             return True
         finally:

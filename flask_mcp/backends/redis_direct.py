@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -64,15 +65,27 @@ class DirectWrites:
 
     def set_px(self, key: str, value: bytes, ttl_ms: int) -> None:
         """``SET key value PX ttl_ms``; redis-py's errors as ``client.set`` raises them."""
+        self.begin_set_px(key, value, ttl_ms)()
+
+    def begin_set_px(self, key: str, value: bytes, ttl_ms: int) -> Callable[[], Any]:
+        """Send ``SET key value PX ttl_ms`` now; the function returned reads
+        its reply (raising what ``client.set`` raises) and must be called once.
+        In between the caller does other work: Redis answers meanwhile, and
+        the worker does not sleep on the socket (bench/README.md: a blocked
+        read costs about 40 µs more than one whose reply has arrived)."""
         if self._pool is None:
             self._client.set(key, value, px=ttl_ms)
-            return
+            return _nothing
         name = key.encode(self._encoding, self._errors)
         ttl = b"%d" % ttl_ms
-        self._run(
-            b"*5\r\n$3\r\nSET\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$2\r\nPX\r\n$%d\r\n%b\r\n"
-            % (len(name), name, len(value), value, len(ttl), ttl)
+        packed = b"*5\r\n$3\r\nSET\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$2\r\nPX\r\n$%d\r\n%b\r\n" % (
+            len(name), name, len(value), value, len(ttl), ttl
         )
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._pool.make_connection()
+        return _PendingCommand(self._idle, connection, packed).finish
 
     def close(self) -> None:
         """Close the kept connections (the client's pool does not know them)."""
@@ -82,18 +95,36 @@ class DirectWrites:
             except IndexError:  # another thread took the last one
                 break
 
-    def _run(self, packed: bytes) -> Any:
-        assert self._pool is not None
+
+def _nothing() -> None:
+    return None
+
+
+class _PendingCommand:
+    """One packed command sent on a kept connection, its reply not read yet.
+
+    Sent at once; :meth:`finish` reads the reply under the client's retry
+    policy, as ``client.set`` applies it: the first attempt is the read of
+    what was sent (or the failure of sending it), a retry closes the
+    connection and sends again (``SET`` is idempotent)."""
+
+    __slots__ = ("_connection", "_idle", "_packed", "_send_error", "_sent")
+
+    def __init__(self, idle: deque[Any], connection: Any, packed: bytes) -> None:
+        self._idle = idle
+        self._connection = connection
+        self._packed = packed
+        self._send_error: BaseException | None = None
         try:
-            connection = self._idle.pop()
-        except IndexError:
-            connection = self._pool.make_connection()
+            connection.send_packed_command((packed,))
+        except Exception as exc:  # noqa: BLE001 - handed to the retry policy in finish()
+            self._send_error = exc
+        self._sent = True
+
+    def finish(self) -> Any:
+        connection = self._connection
         try:
-            # The client's retry policy, as client.set applies it: on the
-            # errors it retries, the connection is closed and opened again.
-            return connection.retry.call_with_retry(
-                lambda: self._exchange(connection, packed), lambda error: connection.disconnect()
-            )
+            return connection.retry.call_with_retry(self._exchange, lambda error: connection.disconnect())
         except redis.exceptions.ResponseError:
             raise  # the whole reply was read: the connection is still in step
         except BaseException:
@@ -102,9 +133,15 @@ class DirectWrites:
         finally:
             self._idle.append(connection)
 
-    @staticmethod
-    def _exchange(connection: Any, packed: bytes) -> Any:
-        connection.send_packed_command((packed,))
+    def _exchange(self) -> Any:
+        connection = self._connection
+        if self._sent:  # the first attempt: the command already went (or failed to)
+            self._sent = False
+            error, self._send_error = self._send_error, None
+            if error is not None:
+                raise error
+        else:
+            connection.send_packed_command((self._packed,))
         return connection.read_response()
 
 

@@ -29,12 +29,22 @@ def unavailable(what: str) -> Iterator[None]:
     """Driver errors of :data:`UNAVAILABLE` raised inside become :class:`BackendUnavailable`."""
     try:
         yield
-    except UNAVAILABLE as exc:
-        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
-    except (redis.exceptions.ResponseError, redis.exceptions.RedisClusterException) as exc:
-        if not _means_unavailable(exc):
+    except Exception as exc:
+        fault = as_unavailable(exc, what)
+        if fault is None:
             raise
-        raise BackendUnavailable(f"Redis ({what}) is unavailable: {exc}") from exc
+        raise fault from exc
+
+
+def as_unavailable(exc: BaseException, what: str) -> BackendUnavailable | None:
+    """The :class:`BackendUnavailable` that ``exc`` means, or ``None`` when it
+    is not a "cannot be reached now" fault (a bug, a refusal: raise it as is)."""
+    if isinstance(exc, UNAVAILABLE) or (
+        isinstance(exc, (redis.exceptions.ResponseError, redis.exceptions.RedisClusterException))
+        and _means_unavailable(exc)
+    ):
+        return BackendUnavailable(f"Redis ({what}) is unavailable: {exc}")
+    return None
 
 
 #: Error replies of a server that cannot take the command now, though it is up:

@@ -21,13 +21,14 @@ a deleted session."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import zlib
 from typing import Any
 
 import redis
+
+from ..protocol import process_id
 
 logger = logging.getLogger("flask_mcp")
 
@@ -118,7 +119,7 @@ class TrackedCache:
 
     def get(self, key: str) -> Any:
         """The kept ``(read_at, value)`` of ``key``, or ``None``."""
-        if not self.live or self._pid != os.getpid():
+        if not self.live or self._pid != process_id.current:
             self._start()
             return None
         return self._values.get(key)
@@ -128,7 +129,7 @@ class TrackedCache:
         when it may be kept; :data:`MISSING` when no tracked read was possible
         or the key was not there."""
         generation = self._generation
-        if not self.live or self._pid != os.getpid() or self._listener_id is None:
+        if not self.live or self._pid != process_id.current or self._listener_id is None:
             return MISSING
         try:
             connection: Any = self._read_pool.get_connection()
@@ -252,7 +253,7 @@ class TrackedCache:
 
     def _start(self) -> None:
         """Start the listener in this process (once; again in a forked child)."""
-        pid = os.getpid()
+        pid = process_id.current
         if self._pid == pid or self.refused is not None or self._stopping:
             return
         with self._lock:
@@ -269,7 +270,7 @@ class TrackedCache:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stopping and self._pid == os.getpid():
+        while not self._stopping and self._pid == process_id.current:
             try:
                 self._listen()
             except _Refused as exc:

@@ -37,11 +37,12 @@ def dump_record_ascii(record: dict[str, Any]) -> bytes:
     return json.dumps(record).encode()
 
 
-def load_record(text: str) -> Any:
-    """A stored session record: orjson when installed (through
-    ``jsonrpc.decode_exact``), the stdlib for what that path refuses (NaN
-    and infinities in app data)."""
+def load_record(text: str | bytes) -> Any:
+    """A stored session record (text, or the bytes a Redis client returns):
+    orjson when installed (through ``jsonrpc.decode_exact``), the stdlib for
+    what that path refuses (NaN and infinities in app data)."""
+    data = text.encode() if isinstance(text, str) else text
     try:
-        return jsonrpc.decode_exact(text.encode())
+        return jsonrpc.decode_exact(data)
     except MCPError:
-        return json.loads(text)
+        return json.loads(data)

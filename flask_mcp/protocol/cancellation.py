@@ -11,11 +11,11 @@ every ``tools/call``, answered as plain JSON or not.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any
 
+from . import process_id
 from .bus import CANCELLATIONS_CHANNEL, MessageBus, Subscription
 from .jsonrpc import RequestId
 from .session import StoreUnavailable
@@ -23,18 +23,6 @@ from .session import StoreUnavailable
 logger = logging.getLogger("flask_mcp")
 
 _Key = tuple[str, str, RequestId]  # (session id, id's type name, id): 1 and "1" are different ids
-
-#: This process's id, kept current by an at-fork hook (``os.getpid()`` is a
-#: system call, and every watched call would make one).
-_pid = os.getpid()
-
-
-def _forked() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_forked)
 
 
 def _key(session_id: str, request_id: RequestId) -> _Key:
@@ -71,9 +59,10 @@ class Watch:
 
 class Cancellations:
     """This process's subscription to legacy cancellations, shared by the calls
-    in flight. A background thread reads it every ``interval`` seconds (so
-    nothing piles up while no call looks) and closes it after ``idle_close``
-    seconds without calls; a call looking at its flag reads it at once."""
+    in flight. A background thread waits on it (so a cancellation reaches its
+    call as it arrives, and nothing piles up while no call looks) and closes
+    it after ``idle_close`` seconds without calls; a call looking at its flag
+    also reads what is there at once."""
 
     def __init__(self, bus: MessageBus, *, interval: float = 0.25, idle_close: float = 60.0) -> None:
         self.bus = bus
@@ -84,7 +73,7 @@ class Cancellations:
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None
         self._idle_since = time.monotonic()
-        self._pid = _pid
+        self._pid = process_id.current
 
     def publish(self, session_id: str, request_id: RequestId) -> None:
         """Tell every worker that the session's client cancelled ``request_id``."""
@@ -101,8 +90,8 @@ class Cancellations:
         :class:`StoreUnavailable` when the bus cannot be subscribed to."""
         watch = Watch(self, _key(session_id, request_id))
         with self._lock:
-            if self._pid != _pid:  # forked: the parent's subscription and thread are not ours
-                self._watches, self._subscription, self._thread, self._pid = {}, None, None, _pid
+            if self._pid != process_id.current:  # forked: the parent's subscription and thread are not ours
+                self._watches, self._subscription, self._thread, self._pid = {}, None, None, process_id.current
             subscribed = self._subscription is not None
         if not subscribed:
             # Before the call runs: a cancellation published from now on is delivered.
@@ -183,8 +172,11 @@ class Cancellations:
 
     def _run(self) -> None:
         while True:
-            time.sleep(self.interval)
-            self.drain()
+            subscription = self._subscription
+            if subscription is None:
+                time.sleep(self.interval)
+            else:
+                self._receive(subscription)
             with self._lock:
                 if self._thread is not threading.current_thread():
                     return  # replaced after a fork
@@ -199,3 +191,21 @@ class Cancellations:
                     self._subscribe()
                 except StoreUnavailable:
                     pass
+
+    def _receive(self, subscription: Subscription) -> None:
+        """Wait up to ``interval`` on the subscription, outside the lock, and
+        deliver what comes. While this thread waits on a Redis subscription's
+        socket, a call's own look (:meth:`drain`) finds it being read and
+        returns without a system call of its own."""
+        try:
+            item = subscription.get(self.interval)
+        except Exception as exc:  # noqa: BLE001 - the backend down, or closed under the read (shutdown)
+            with self._lock:
+                if self._subscription is subscription:
+                    logger.warning("Cancellations cannot be heard for now: %s", exc)
+                    self._drop_subscription()
+            return
+        if item is not None:
+            with self._lock:
+                self._deliver(item[1])
+            self.drain()  # what came with it

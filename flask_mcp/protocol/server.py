@@ -364,10 +364,25 @@ class Server:
         request = incoming.request_info(
             message, revision, session.client_info, session.client_capabilities, session=session
         )
-        reply = self._answer(message, request)
-        if "error" in reply.body:
-            return reply
-        self.sessions.create(session)
+        begin_create = getattr(self.sessions, "begin_create", None)
+        if begin_create is None:
+            reply = self._answer(message, request)
+            if "error" in reply.body:
+                return reply
+            self.sessions.create(session)
+        else:
+            # A networked store (Redis) takes the write while the answer is
+            # built, instead of the worker sleeping on its socket afterwards.
+            finish_create = begin_create(session)
+            try:
+                reply = self._answer(message, request)
+            finally:
+                finish_create()
+            if "error" in reply.body:
+                self.sessions.delete(session.id)  # nobody learnt its id
+                return reply
+            if session.data or session.log_level is not None:
+                self.sessions.save(session)  # the app's instructions wrote to the new session
         reply.headers["Mcp-Session-Id"] = session.id
         return reply
 

@@ -83,7 +83,12 @@ class Session:
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Where sessions live; every worker that serves the endpoint must share it."""
+    """Where sessions live; every worker that serves the endpoint must share it.
+
+    A store on the network may also offer ``begin_create(session)``: it sends
+    the write and returns a function that waits for it (raising
+    :class:`StoreUnavailable`); ``initialize`` then builds its answer meanwhile
+    (the Redis store does)."""
 
     def create(self, session: Session) -> None:
         """Store a new session (its timestamps are set by the store)."""

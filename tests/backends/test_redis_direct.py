@@ -1,24 +1,28 @@
 """The Redis session store's short write path (flask_mcp/backends/redis_direct.py)
 against private redis-server instances: one command per create, the client's
 retry on a dropped connection, 503s when Redis is gone, a reply error that
-leaves the connection usable, fork safety and the clients it hands to redis-py."""
+leaves the connection usable, fork safety and the clients it hands to redis-py;
+and ``initialize`` sending its session before building the answer."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 from conftest import free_port
+from flask import Flask
 from redis_server import SentinelDeployment, start_redis_server, stop_redis_server
 
+from flask_mcp import MCP, Context
 from flask_mcp.backends.contracts import BackendUnavailable, Session
 from flask_mcp.backends.redis import RedisSessionStore, client_from_url
 from flask_mcp.backends.redis_sentinel import client_from_sentinel_url
 from flask_mcp.protocol.session import new_session_id
+from flask_mcp.testing import MCPTestClient
 
 
 @pytest.fixture
@@ -87,6 +91,22 @@ def test_redis_gone_is_unavailable_within_the_io_timeout() -> None:
     with pytest.raises(BackendUnavailable):
         _create(store)
     assert time.monotonic() - start < 3
+
+
+def test_a_connection_dropped_while_the_reply_is_awaited_is_sent_again(port: int) -> None:
+    """The SET goes out at once and its reply is read later: a connection that
+    dies in between is retried by the client's policy, as client.set would."""
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}"), timeout=60)
+    _create(store)
+    admin = _admin(port)
+    admin.execute_command("CLIENT", "PAUSE", "300", "WRITE")  # the SET waits unprocessed...
+    session = _session()
+    session.id = new_session_id()
+    finish = store.begin_create(session)
+    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1  # ...and its connection dies
+    finish()
+    assert admin.exists(store.key_prefix + session.id) == 1
+    store.close()
 
 
 def test_a_server_that_stops_answering_fails_in_the_io_timeout(port: int) -> None:
@@ -209,3 +229,88 @@ def test_a_sentinel_managed_client_writes_through_its_own_connections(sentinel_d
     finally:
         store.close()
         client.close()
+
+
+# ---------------------------------------------------------------------- initialize's write in flight
+
+
+MakeClient = Callable[..., MCPTestClient]
+INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+
+
+def _app(port: int) -> tuple[Flask, MCP]:
+    app = Flask("pipelined")
+    app.config.update(TESTING=True, MCP_BACKEND=f"redis://127.0.0.1:{port}/5")
+    return app, MCP(app)
+
+
+def _session_key(app: Flask, session_id: str) -> str:
+    store = app.extensions["mcp"].server.sessions
+    return f"{store.key_prefix}{session_id}"
+
+
+def test_initialize_sends_the_session_before_building_its_answer(port: int, make_client: MakeClient) -> None:
+    """The SET travels while the answer is built (the worker does not sleep on
+    the socket afterwards): the app's instructions find the key already there."""
+    app, mcp = _app(port)
+    admin = redis.Redis(host="127.0.0.1", port=port, db=5, socket_timeout=2)
+    seen: list[bool] = []
+
+    @mcp.instructions
+    def instructions(ctx: Context) -> str:
+        key = _session_key(app, ctx.session_id or "")
+        deadline = time.monotonic() + 2
+        while not admin.exists(key) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        seen.append(bool(admin.exists(key)))
+        return "hello"
+
+    client = make_client(app, "2025-11-25")
+    assert client.initialize().result["instructions"] == "hello"
+    assert seen == [True]
+    assert client.session_id is not None
+    assert admin.exists(_session_key(app, client.session_id)) == 1
+    app.extensions["mcp"].backend.close()
+
+
+def test_a_failed_initialize_leaves_no_session_behind(port: int, make_client: MakeClient) -> None:
+    app, mcp = _app(port)
+    admin = redis.Redis(host="127.0.0.1", port=port, db=5, socket_timeout=2)
+
+    @mcp.instructions
+    def instructions() -> str:
+        raise RuntimeError("the app's instructions failed")
+
+    response = make_client(app, "2025-11-25").request("initialize", INITIALIZE)
+    assert response.status_code == 500
+    assert "Internal error" in response.error["message"]
+    assert "Mcp-Session-Id" not in response.headers
+    assert admin.dbsize() == 0  # written while the answer was built, deleted when it failed
+    app.extensions["mcp"].backend.close()
+
+
+def test_what_the_instructions_write_to_the_new_session_is_kept(port: int, make_client: MakeClient) -> None:
+    app, mcp = _app(port)
+
+    @mcp.instructions
+    def instructions(ctx: Context) -> str:
+        assert ctx.session is not None
+        ctx.session.data["greeted"] = True
+        return "hello"
+
+    client = make_client(app, "2025-11-25")
+    client.initialize()
+    assert client.session_id is not None
+    stored = app.extensions["mcp"].server.sessions.get(client.session_id)
+    assert stored is not None and stored.data == {"greeted": True}
+    app.extensions["mcp"].backend.close()
+
+
+def test_redis_gone_during_initialize_is_a_503(port: int, make_client: MakeClient) -> None:
+    app, _ = _app(port)
+    _admin(port).shutdown(nosave=True)
+    response = make_client(app, "2025-11-25").request("initialize", INITIALIZE)
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "1"
+    assert "temporarily unavailable" in response.error["message"]
+    assert "Mcp-Session-Id" not in response.headers

@@ -11,7 +11,8 @@ import pytest
 from conftest import free_port
 from redis_server import start_redis_server, stop_redis_server
 
-from flask_mcp.backends.redis import RedisMessageBus, client_from_url
+from flask_mcp.backends.redis import RedisMessageBus, RedisSubscription, client_from_url
+from flask_mcp.protocol.cancellation import Cancellations
 
 
 @pytest.fixture
@@ -69,3 +70,20 @@ def test_ready_does_not_touch_a_socket_another_thread_reads(bus: RedisMessageBus
     reader.join(5)
     assert got == [("c", {"n": 2})]
     subscription.close()
+
+
+def test_a_call_looks_without_a_system_call_while_the_cancellation_reader_waits(bus: RedisMessageBus) -> None:
+    """Every legacy call asks ready(); while the cancellations' reader thread
+    waits on the socket, the answer is "no" from the lock alone."""
+    cancellations = Cancellations(bus, interval=30.0)
+    watch = cancellations.watch("session-1", "call-1")
+    subscription = cancellations._subscription
+    assert isinstance(subscription, RedisSubscription)
+    _until(subscription._reading.locked)
+    subscription._full_read_at = 0.0  # a full read would be due: the reader does them
+    assert not subscription.ready()
+    assert not watch.is_cancelled()
+    cancellations.publish("session-1", "call-1")
+    _until(lambda: watch.cancelled)
+    watch.close()
+    cancellations._drop_subscription()

@@ -192,3 +192,31 @@ def test_cancellations_are_heard_again_once_a_failed_backend_is_back(tmp_path: P
     finally:
         stop_redis_server(server)
         listening.close()
+
+
+@pytest.mark.parametrize("uri", ["memory://", "redis"])
+def test_the_reader_hands_a_cancellation_over_as_it_arrives(uri: str, tmp_path: Path) -> None:
+    """The background reader waits on the subscription instead of sleeping
+    between looks: a cancellation reaches its call's flag (without the call
+    looking) well within ``interval``."""
+    server = None
+    if uri == "redis":
+        port = free_port()
+        server = start_redis_server(port, why="the test starts its own")
+        uri = f"redis://127.0.0.1:{port}/0"
+    backend = open_backend(uri, timeout=60, instance_path=str(tmp_path))
+    assert backend.bus is not None
+    cancellations = Cancellations(backend.bus, interval=30.0)
+    try:
+        watch = cancellations.watch("session-1", "call-1")
+        time.sleep(0.2)  # the reader is waiting on the subscription by now
+        cancellations.publish("session-1", "call-1")
+        deadline = time.monotonic() + 2
+        while not watch.cancelled:  # the flag itself: no drain() by the call
+            assert time.monotonic() < deadline, "the cancellation waited for the reader's next look"
+            time.sleep(0.005)
+        watch.close()
+    finally:
+        backend.close()
+        if server is not None:
+            stop_redis_server(server)

@@ -13,21 +13,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from ...protocol import process_id
 from ..contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable
 
 _T = TypeVar("_T")
-
-#: This process's id, kept current by an at-fork hook: ``os.getpid()`` is a
-#: system call (glibc does not cache it), and the pool asked twice per operation.
-_pid = os.getpid()
-
-
-def _forked() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_forked)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mcp_sessions (
@@ -86,7 +75,7 @@ class SqliteDatabase:
         #: Connections of a past epoch, closed once a new connection opens.
         self._retired: list[sqlite3.Connection] = []
         self._idle_lock = threading.Lock()
-        self._pool_pid = _pid
+        self._pool_pid = process_id.current
         self._epoch = 0
 
     @property
@@ -148,8 +137,8 @@ class SqliteDatabase:
         than one per thread: under gevent every greenlet is a "thread", and
         each would open (and leave behind) a connection of its own."""
         with self._idle_lock:
-            if self._pool_pid != _pid:  # forked: the parent's connections are not ours to use
-                self._idle, self._retired, self._pool_pid = [], [], _pid
+            if self._pool_pid != process_id.current:  # forked: the parent's connections are not ours to use
+                self._idle, self._retired, self._pool_pid = [], [], process_id.current
             while self._idle:
                 connection, epoch = self._idle.pop()
                 if epoch == self._epoch:
@@ -165,7 +154,7 @@ class SqliteDatabase:
             if epoch != self._epoch:
                 self._retired.append(connection)
                 return
-            if self._pool_pid == _pid and len(self._idle) < self.MAX_IDLE:
+            if self._pool_pid == process_id.current and len(self._idle) < self.MAX_IDLE:
                 self._idle.append((connection, epoch))
                 return
         connection.close()
@@ -185,7 +174,7 @@ class SqliteDatabase:
         with self._idle_lock:
             idle, self._idle = self._idle, []
             self._epoch += 1
-        if self._pool_pid == _pid:
+        if self._pool_pid == process_id.current:
             for connection, _ in idle:
                 connection.close()
 
