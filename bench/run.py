@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ SERVER_CORE = "1"
 CLIENT_CORE = "0"
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
+#: The Redis the Redis rows use (``--redis-url``), without its database number (``--redis-db``).
 REDIS_URL = "redis://127.0.0.1:6379"
 SESSION_PREFIX = "flask-mcp:session:"  # flask-mcp's default Redis key prefix
 
@@ -317,7 +319,7 @@ class CoreMeter:
 class Server:
     """One running server process (pinned), started and stopped by PID."""
 
-    def __init__(self, spec: ServerSpec, tmp: Path, redis_db: int) -> None:
+    def __init__(self, spec: ServerSpec, tmp: Path, redis: str) -> None:
         self.spec = spec
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -327,7 +329,7 @@ class Server:
         if spec.backend == "sqlite":
             env["FLASK_MCP_BACKEND"] = f"sqlite:///{self.dir}/sessions.sqlite3"  # four slashes: absolute
         elif spec.backend == "redis":
-            env["FLASK_MCP_BACKEND"] = f"{REDIS_URL}/{redis_db}"
+            env["FLASK_MCP_BACKEND"] = redis
         elif spec.backend == "memory":
             env["FLASK_MCP_BACKEND"] = "memory://"
         if spec.kind == "gunicorn":
@@ -494,10 +496,10 @@ def run_wrk(
 class RedisKeys:
     """Deletes, at the end, the session keys this run added to its Redis database."""
 
-    def __init__(self, db: int) -> None:
+    def __init__(self, url: str) -> None:
         import redis
 
-        self.client = redis.Redis.from_url(f"{REDIS_URL}/{db}", socket_timeout=5, socket_connect_timeout=2)
+        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
         self.client.ping()
         self.before = set(self.client.scan_iter(match=SESSION_PREFIX + "*", count=1000))
 
@@ -595,7 +597,7 @@ def _serve(
     """Start one server, check and measure its workloads; the server is left
     running (``None`` if it did not start). A non-floor server is measured
     interleaved with its floor (``measure_paired``)."""
-    server = Server(spec, tmp, args.redis_db)
+    server = Server(spec, tmp, f"{args.redis_url.rstrip('/')}/{args.redis_db}")
     running.append(server)
     try:
         server.wait_ready()
@@ -678,9 +680,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     redis_keys: RedisKeys | None = None
     if any(spec.backend == "redis" for spec, _ in plan):
         try:
-            redis_keys = RedisKeys(args.redis_db)
+            redis_keys = RedisKeys(f"{args.redis_url.rstrip('/')}/{args.redis_db}")
         except Exception as exc:  # noqa: BLE001 - any failure means "no Redis here"
-            print(f"!! Redis at {REDIS_URL} unavailable ({exc}); skipping the Redis servers", flush=True)
+            print(f"!! Redis at {args.redis_url} unavailable ({exc}); skipping the Redis servers", flush=True)
             plan = [(s, w) for s, w in plan if s.backend != "redis"]
 
     cells: dict[tuple[str, str, int], Cell] = {}
@@ -914,6 +916,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-sessions", action="store_true", help="skip the session-store micro-benchmark")
     p.add_argument("--sessions", type=int, help="sessions per store in bench/sessions.py (default 10000)")
     p.add_argument("--redis-db", type=int, default=14, help="Redis database for the app runs (default 14)")
+    p.add_argument("--redis-url", default=REDIS_URL,
+                   help=f"the Redis for the Redis rows, without a database number (default {REDIS_URL}; "
+                        "a loopback one you started, say pinned to a core with taskset)")
     p.add_argument("--json", default=str(RESULTS / "latest.json"), help="where to write the results")
     args = p.parse_args(argv)
     args.duration = args.duration or (3 if args.quick else 4)
@@ -924,6 +929,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.conns = [int(c) for c in args.connections.split(",") if c.strip()]
     if args.warmup < 1 or args.duration < 1:
         p.error("--warmup and --duration are whole seconds, at least 1")
+    host = urllib.parse.urlsplit(args.redis_url).hostname or ""
+    if not (host == "localhost" or host.startswith("127.")):
+        p.error(f"--redis-url must be on a loopback address (127.0.0.0/8), not {host!r}: the benchmark stays local")
     return args
 
 

@@ -145,3 +145,9 @@ def test_which_servers_a_run_starts(run: Any) -> None:
     assert keys("floor+insert/sync", no_gthread=True) == {"floor/sync", "floor+insert/sync"}
     assert keys("sdk", no_gthread=True) == {"floor/sync", "sdk/stateless-json", "sdk/stateful"}
     assert not any("gthread" in key for key in keys(None, no_gthread=True))
+
+
+def test_the_redis_rows_use_only_a_loopback_redis(run: Any) -> None:
+    assert run.parse_args(["--redis-url", "redis://127.0.0.2:6390"]).redis_url == "redis://127.0.0.2:6390"
+    with pytest.raises(SystemExit):
+        run.parse_args(["--redis-url", "redis://10.0.0.1:6379"])
