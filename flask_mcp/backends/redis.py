@@ -352,7 +352,7 @@ def backend_from_client(
 
     def close() -> None:
         sessions.close()
-        bus.subscription_pool.disconnect()
+        bus.close()
         if owned:
             client.close()
 

@@ -32,6 +32,8 @@ class RedisSubscription(Subscription):
         self._full_read_at = 0.0
         #: Held while the socket is read: ready() may be asked from another thread.
         self._reading = threading.Lock()
+        if bus.closed:  # a reader that outlived Backend.close must not open connections again
+            raise BackendUnavailable(f"Redis ({bus.where}): the backend is closed")
         self._pubsub: PubSub | None = PubSub(bus.subscription_pool)
         names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
         if not names:
@@ -140,6 +142,13 @@ class RedisMessageBus:
         self.subscription_pool = redis.ConnectionPool(
             connection_class=pool.connection_class, max_connections=2**31 - 1, **kwargs
         )
+        #: Set by :meth:`close` (``Backend.close``).
+        self.closed = False
+
+    def close(self) -> None:
+        """Close every subscription connection; no new subscription after this."""
+        self.closed = True
+        self.subscription_pool.disconnect()
 
     def publish(self, channel: str, message: Message) -> None:
         payload = json.dumps(message)

@@ -57,6 +57,10 @@ class DirectWrites:
         self._encoding: str = kwargs.get("encoding", "utf-8")
         self._errors: str = kwargs.get("encoding_errors", "strict")
         _LIVE.add(self)
+        # No pool knows these connections: close them when this object goes
+        # unclosed (an app dropped without Backend.close), not at some later
+        # garbage collection that finds a socket still open.
+        weakref.finalize(self, _close_kept, self._idle)
 
     @property
     def direct(self) -> bool:
@@ -89,11 +93,15 @@ class DirectWrites:
 
     def close(self) -> None:
         """Close the kept connections (the client's pool does not know them)."""
-        while self._idle:
-            try:
-                self._idle.pop().disconnect()
-            except IndexError:  # another thread took the last one
-                break
+        _close_kept(self._idle)
+
+
+def _close_kept(idle: deque[Any]) -> None:
+    while idle:
+        try:
+            idle.pop().disconnect()
+        except IndexError:  # another thread took the last one
+            break
 
 
 def _nothing() -> None:
@@ -153,7 +161,7 @@ _LIVE: weakref.WeakSet[DirectWrites] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for writes in list(_LIVE):
-        writes._idle = deque()  # the parent's sockets are left to the parent
+        writes._idle.clear()  # the parent's connections are dropped here, their sockets left to the parent
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -25,6 +25,13 @@ logger = logging.getLogger("flask_mcp")
 _Key = tuple[str, str, RequestId]  # (session id, id's type name, id): 1 and "1" are different ids
 
 
+def _close_quietly(subscription: Subscription) -> None:
+    try:
+        subscription.close()
+    except StoreUnavailable:
+        pass
+
+
 def _key(session_id: str, request_id: RequestId) -> _Key:
     return (session_id, type(request_id).__name__, request_id)
 
@@ -157,18 +164,12 @@ class Cancellations:
             if self._subscription is None:
                 self._subscription, subscription = subscription, None
         if subscription is not None:
-            try:
-                subscription.close()
-            except StoreUnavailable:
-                pass
+            _close_quietly(subscription)
 
     def _drop_subscription(self) -> None:
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
-            try:
-                subscription.close()
-            except StoreUnavailable:
-                pass
+            _close_quietly(subscription)
 
     def _run(self) -> None:
         while True:
@@ -203,7 +204,10 @@ class Cancellations:
             with self._lock:
                 if self._subscription is subscription:
                     logger.warning("Cancellations cannot be heard for now: %s", exc)
-                    self._drop_subscription()
+                    self._subscription = None
+            # Closed even when another thread already let it go: a failed read
+            # may have opened its connection again (redis-py reconnects on error).
+            _close_quietly(subscription)
             return
         if item is not None:
             with self._lock:

@@ -11,6 +11,7 @@ import pytest
 from conftest import free_port
 from redis_server import start_redis_server, stop_redis_server
 
+from flask_mcp.backends.contracts import BackendUnavailable
 from flask_mcp.backends.redis import RedisMessageBus, RedisSubscription, client_from_url
 from flask_mcp.protocol.cancellation import Cancellations
 
@@ -87,3 +88,13 @@ def test_a_call_looks_without_a_system_call_while_the_cancellation_reader_waits(
     _until(lambda: watch.cancelled)
     watch.close()
     cancellations._drop_subscription()
+
+
+def test_a_closed_bus_opens_no_subscription_again(bus: RedisMessageBus) -> None:
+    """Backend.close: a cancellations reader that outlives it (its app was not
+    torn down) must not reconnect in the background."""
+    subscription = bus.subscribe(["c"])
+    bus.close()
+    with pytest.raises(BackendUnavailable, match="closed"):
+        bus.subscribe(["c"])
+    subscription.close()

@@ -140,10 +140,14 @@ def build_app(url: str) -> Flask:
 
 
 def test_an_app_on_rediss_serves_a_session(tls_redis: TlsRedis) -> None:
-    client = MCPTestClient(build_app(tls_redis.url(tls_redis.ca)), protocol_version="2025-06-18")
-    client.initialize()
-    response = client.call_tool("echo", {"text": "secure"})
-    assert response.status_code == 200 and response.result["content"][0]["text"] == "secure"
+    app = build_app(tls_redis.url(tls_redis.ca))
+    client = MCPTestClient(app, protocol_version="2025-06-18")
+    try:
+        client.initialize()
+        response = client.call_tool("echo", {"text": "secure"})
+        assert response.status_code == 200 and response.result["content"][0]["text"] == "secure"
+    finally:
+        app.extensions["mcp"].backend.close()
 
 
 def test_a_server_certificate_from_another_ca_is_unavailable_with_the_reason(
@@ -155,11 +159,15 @@ def test_a_server_certificate_from_another_ca_is_unavailable_with_the_reason(
             backend.check()
     finally:
         backend.close()
-    client = MCPTestClient(build_app(tls_redis.url(tls_redis.other_ca)), protocol_version="2025-06-18")
-    response = client.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                             "clientInfo": {"name": "t", "version": "1"}})
-    assert response.status_code == 503, response.http.get_data(as_text=True)
-    assert "unavailable" in response.error["message"].lower()
+    app = build_app(tls_redis.url(tls_redis.other_ca))
+    client = MCPTestClient(app, protocol_version="2025-06-18")
+    try:
+        response = client.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                 "clientInfo": {"name": "t", "version": "1"}})
+        assert response.status_code == 503, response.http.get_data(as_text=True)
+        assert "unavailable" in response.error["message"].lower()
+    finally:
+        app.extensions["mcp"].backend.close()
 
 
 def test_a_ca_file_that_does_not_exist_is_unavailable_not_a_server_error(tls_redis: TlsRedis, tmp_path: Path) -> None:
