@@ -75,8 +75,8 @@ class DirectWrites:
         """Send ``SET key value PX ttl_ms`` now; the function returned reads
         its reply (raising what ``client.set`` raises) and must be called once.
         In between the caller does other work: Redis answers meanwhile, and
-        the worker does not sleep on the socket (bench/README.md: a blocked
-        read costs about 40 µs more than one whose reply has arrived)."""
+        the worker need not sleep on the socket (on the benchmark's 2-core VM
+        a read that blocks cost about 40 µs more than one whose reply was there)."""
         if self._pool is None:
             self._client.set(key, value, px=ttl_ms)
             return _nothing
