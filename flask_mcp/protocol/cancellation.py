@@ -198,6 +198,7 @@ class Cancellations:
         deliver what comes. While this thread waits on a Redis subscription's
         socket, a call's own look (:meth:`drain`) finds it being read and
         returns without a system call of its own."""
+        started = time.monotonic()
         try:
             item = subscription.get(self.interval)
         except Exception as exc:  # noqa: BLE001 - the backend down, or closed under the read (shutdown)
@@ -213,3 +214,5 @@ class Cancellations:
             with self._lock:
                 self._deliver(item[1])
             self.drain()  # what came with it
+        elif time.monotonic() - started < self.interval / 2:
+            time.sleep(self.interval)  # nothing, at once: a subscription closed under us must not spin this loop
