@@ -37,6 +37,7 @@ from .observe import Observer
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
 from .request_info import RequestInfo, ToolProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
+from .session_start import answer_and_store
 from .subscriptions import Listen
 from .task_methods import Tasks
 from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
@@ -364,27 +365,7 @@ class Server:
         request = incoming.request_info(
             message, revision, session.client_info, session.client_capabilities, session=session
         )
-        begin_create = getattr(self.sessions, "begin_create", None)
-        if begin_create is None:
-            reply = self._answer(message, request)
-            if "error" in reply.body:
-                return reply
-            self.sessions.create(session)
-        else:
-            # A networked store (Redis) takes the write while the answer is
-            # built, instead of the worker sleeping on its socket afterwards.
-            finish_create = begin_create(session)
-            try:
-                reply = self._answer(message, request)
-            finally:
-                finish_create()
-            if "error" in reply.body:
-                self.sessions.delete(session.id)  # nobody learnt its id
-                return reply
-            if session.data or session.log_level is not None:
-                self.sessions.save(session)  # the app's instructions wrote to the new session
-        reply.headers["Mcp-Session-Id"] = session.id
-        return reply
+        return answer_and_store(self.sessions, session, lambda: self._answer(message, request))
 
     def _answer(self, message: Request, request: RequestInfo, defer: bool = False) -> Reply:
         """Run the method; every failure becomes a JSON-RPC error message with
