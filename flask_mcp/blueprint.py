@@ -22,6 +22,7 @@ from .errors import (
     PayloadTooLarge,
     UnsupportedContentType,
 )
+from .held_response import HeldResponse
 from .json_response import json_response
 from .protocol import jsonrpc
 from .protocol.events import StreamRecorder
@@ -189,6 +190,7 @@ def _post() -> Response:
         EnvironHeaderView(environ), body, notifications.append,
         _subject(principal), principal,
         endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
+        confirm_later=True,  # in HeldResponse, when the response leaves
     )
     if reply.listen is not None:
         if not _accepts_stream(req):
@@ -342,12 +344,17 @@ def _render(reply: Reply, wants_stream: bool) -> Response:
         del response.headers["Content-Type"]
         return response
     data = jsonrpc.encode(reply.body)
+    cls = Response if reply.unconfirmed is None else HeldResponse
     if wants_stream and _answers_a_request(reply.body):
         headers = {**reply.headers, **sse.SSE_HEADERS}
-        return Response(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
-    response = json_response(data, reply.status)
-    for name, value in reply.headers.items():  # quicker than Response(headers=...)
-        response.headers[name] = value
+        response = cls(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
+    else:
+        response = json_response(data, reply.status, cls)
+        for name, value in reply.headers.items():  # quicker than Response(headers=...)
+            response.headers[name] = value
+    if isinstance(response, HeldResponse):  # a new session, its write not confirmed yet
+        response.confirm = reply.unconfirmed
+        response.render = lambda failed: _render(failed, wants_stream)
     return response
 
 

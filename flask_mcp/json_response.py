@@ -33,10 +33,10 @@ from werkzeug.http import HTTP_STATUS_CODES
 JSON = "application/json"
 
 
-def _built(data: bytes, status: int, status_line: str) -> Response:
+def _built(data: bytes, status: int, status_line: str, cls: type[Response]) -> Response:
     headers = Headers.__new__(Headers)
     headers.__dict__["_list"] = [("Content-Type", JSON), ("Content-Length", str(len(data)))]
-    response = Response.__new__(Response)
+    response = cls.__new__(cls)
     response.__dict__.update(
         headers=headers,
         _status=status_line,
@@ -59,7 +59,7 @@ def _matches_werkzeug() -> bool:
     try:
         for status in (200, 400):
             reference = Response(b'{"a":1}', status, content_type=JSON)
-            if _state(_built(b'{"a":1}', status, reference.status)) != _state(reference):
+            if _state(_built(b'{"a":1}', status, reference.status, Response)) != _state(reference):
                 return False
     except Exception:  # noqa: BLE001 - any difference means: use the constructor
         return False
@@ -70,12 +70,13 @@ _STATUS_LINES: dict[int, str] = {}
 _DIRECT = _matches_werkzeug()
 
 
-def json_response(data: bytes, status: int) -> Response:
-    """A ``Response`` carrying ``data`` as ``application/json`` with ``status``
-    (an ordinary Flask response: ``after_request`` hooks may change it)."""
+def json_response(data: bytes, status: int, cls: type[Response] = Response) -> Response:
+    """A ``Response`` (or ``cls``, a subclass) carrying ``data`` as
+    ``application/json`` with ``status`` (an ordinary Flask response:
+    ``after_request`` hooks may change it)."""
     line = _STATUS_LINES.get(status)
     if line is None:
         if not _DIRECT or status not in HTTP_STATUS_CODES:
-            return Response(data, status, content_type=JSON)
+            return cls(data, status, content_type=JSON)
         line = _STATUS_LINES[status] = Response(status=status).status
-    return _built(data, status, line)
+    return _built(data, status, line, cls)

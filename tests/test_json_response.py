@@ -80,9 +80,9 @@ def test_with_the_shortcut_off_answers_are_the_same(monkeypatch: Any) -> None:
     built: list[int] = []
     original = prepared._built
 
-    def counted(data: bytes, status: int, status_line: str) -> Response:
+    def counted(data: bytes, status: int, status_line: str, cls: type[Response]) -> Response:
         built.append(1)
-        return original(data, status, status_line)
+        return original(data, status, status_line, cls)
 
     monkeypatch.setattr(prepared, "_built", counted)
     assert answers() == direct

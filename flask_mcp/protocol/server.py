@@ -111,14 +111,17 @@ class Server:
         principal: str | None = None,
         auth: Any = None,
         endpoint_url: EndpointURL = None,
+        confirm_later: bool = False,
     ) -> Reply:
         """Answer one POST. ``headers`` maps lower-case names to values; ``emit``
         receives the notifications a request produces before its result;
         ``principal`` names the authenticated caller (sessions are bound to it)
         and ``auth`` is all the HTTP layer knows about it (scopes, claims);
         ``endpoint_url`` is the URL the client posted to (MCP Apps derive a
-        sandbox domain from it; a function returning it is called only when needed)."""
-        incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url)
+        sandbox domain from it; a function returning it is called only when needed).
+        With ``confirm_later``, the caller confirms a new session's write
+        itself (``Reply.unconfirmed``) before sending the reply."""
+        incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url, confirm_later)
         message: Message | None = None
         try:
             try:
@@ -365,7 +368,8 @@ class Server:
         request = incoming.request_info(
             message, revision, session.client_info, session.client_capabilities, session=session
         )
-        return answer_and_store(self.sessions, session, lambda: self._answer(message, request))
+        return answer_and_store(self.sessions, session, lambda: self._answer(message, request), message.id,
+                                incoming.confirm_later)
 
     def _answer(self, message: Request, request: RequestInfo, defer: bool = False) -> Reply:
         """Run the method; every failure becomes a JSON-RPC error message with

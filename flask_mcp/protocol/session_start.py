@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-from .session import Session, SessionStore
-from .transport import Reply
+from . import jsonrpc
+from .errors import InternalError
+from .jsonrpc import RequestId
+from .session import Session, SessionStore, StoreUnavailable
+from .transport import Reply, store_unavailable
+
+logger = logging.getLogger("flask_mcp")
 
 
-def answer_and_store(sessions: SessionStore, session: Session, answer: Callable[[], Reply]) -> Reply:
+def answer_and_store(
+    sessions: SessionStore,
+    session: Session,
+    answer: Callable[[], Reply],
+    request_id: RequestId,
+    confirm_later: bool = False,
+) -> Reply:
     """``answer()``, with ``session`` stored and named in ``Mcp-Session-Id``
     unless the answer is an error. A store with ``begin_create`` (Redis) takes
     the write while the answer is built, instead of the worker sleeping on its
-    socket afterwards; the id goes out only once the write is confirmed."""
+    socket afterwards; the id goes out only once the write is confirmed. With
+    ``confirm_later`` the HTTP layer confirms it (``Reply.unconfirmed``), as
+    late as it can: the worker finishes the response meanwhile."""
     begin_create = getattr(sessions, "begin_create", None)
     if begin_create is None:
         reply = answer()
@@ -23,12 +37,37 @@ def answer_and_store(sessions: SessionStore, session: Session, answer: Callable[
         finish_create = begin_create(session)
         try:
             reply = answer()
-        finally:
+        except BaseException:
             finish_create()
+            raise
         if "error" in reply.body:
+            finish_create()
             sessions.delete(session.id)  # nobody learnt its id
             return reply
         if session.data or session.log_level is not None:
+            finish_create()
             sessions.save(session)  # the app's instructions wrote to the new session
+        elif confirm_later:
+            reply.unconfirmed = _confirmation(finish_create, request_id)
+        else:
+            finish_create()
     reply.headers["Mcp-Session-Id"] = session.id
     return reply
+
+
+def _confirmation(finish_create: Callable[[], None], request_id: RequestId) -> Callable[[], Reply | None]:
+    """``finish_create`` as ``Reply.unconfirmed``: it never raises, so the HTTP
+    layer can call it where an exception would reach the WSGI server."""
+
+    def confirm() -> Reply | None:
+        try:
+            finish_create()
+        except StoreUnavailable as exc:
+            return store_unavailable(exc, request_id)
+        except Exception:
+            logger.exception("Storing a new MCP session failed")
+            error = InternalError("Internal server error; see the server log.")
+            return Reply(500, jsonrpc.error_message(request_id, error))
+        return None
+
+    return confirm

@@ -39,7 +39,8 @@ class Incoming:
     two headers every request is routed by are read once, here. (A plain
     class: one ``__init__`` call per request instead of a dataclass's two.)"""
 
-    __slots__ = ("headers", "emit", "principal", "auth", "endpoint_url", "header_version", "session_id")
+    __slots__ = ("headers", "emit", "principal", "auth", "endpoint_url", "header_version", "session_id",
+                 "confirm_later")
 
     def __init__(
         self,
@@ -48,12 +49,15 @@ class Incoming:
         principal: str | None,
         auth: Any = None,
         endpoint_url: EndpointURL = None,
+        confirm_later: bool = False,
     ) -> None:
         self.headers = headers
         self.emit = emit
         self.principal = principal
         self.auth = auth
         self.endpoint_url = endpoint_url
+        #: The HTTP layer reads a new session's write back itself (Reply.unconfirmed).
+        self.confirm_later = confirm_later
         version = headers.get("mcp-protocol-version")
         self.header_version: str | None = None if version is None else version.strip()
         session_id = headers.get("mcp-session-id")
@@ -106,6 +110,11 @@ class Reply:
     resumable_session: str | None = None
     #: Set for a ``GET`` with ``Last-Event-ID``: the stream to replay and follow.
     resume: Resume | None = None
+    #: Set on an ``initialize`` answer whose new session the store was sent but
+    #: has not confirmed (only when the HTTP layer asked, ``confirm_later``):
+    #: call it before sending anything. ``None`` back: the write held; else the
+    #: reply to send instead (a 503 without the session id).
+    unconfirmed: Callable[[], Reply | None] | None = None
 
 
 def store_unavailable(exc: StoreUnavailable, request_id: RequestId | None = None) -> Reply:

@@ -1,0 +1,163 @@
+"""``initialize`` on Redis: its session's write is read back when the
+response leaves Flask (flask_mcp/held_response.py), and the session id still
+goes out only once the write held. Against a private redis-server."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+from conftest import free_port
+from flask import Flask, Response
+from redis_server import start_redis_server, stop_redis_server
+
+from flask_mcp import MCP
+from flask_mcp.held_response import HeldResponse
+from flask_mcp.testing import MCPTestClient
+
+MakeClient = Callable[..., MCPTestClient]
+INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    number = free_port()
+    process = start_redis_server(number, why="the held-response tests start their own")
+    try:
+        yield number
+    finally:
+        stop_redis_server(process)
+
+
+def _admin(port: int) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, db=5, socket_timeout=2, decode_responses=True)
+
+
+def _app(backend: str) -> tuple[Flask, MCP]:
+    app = Flask("held")
+    app.config.update(TESTING=True, MCP_BACKEND=backend)
+    return app, MCP(app)
+
+
+def _connections_opened(admin: redis.Redis) -> int:
+    return int(admin.info("stats")["total_connections_received"])
+
+
+def test_after_request_hooks_run_before_the_write_is_read_back(port: int, make_client: MakeClient) -> None:
+    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+    seen: list[tuple[str, bool, int]] = []
+
+    @app.after_request
+    def look(response: Response) -> Response:
+        held = isinstance(response, HeldResponse) and response.confirm is not None
+        seen.append((response.headers.get("Mcp-Session-Id", ""), held, response.status_code))
+        return response
+
+    client = make_client(app, "2025-11-25")
+    client.initialize()
+    assert client.session_id is not None
+    assert seen == [(client.session_id, True, 200), ("", False, 202)]  # initialize, then notifications/initialized
+    assert _admin(port).exists(f"flask-mcp:session:{client.session_id}") == 1
+    assert client.call_tool("no-such-tool").status_code == 200  # the session serves
+    seen.clear()
+    client.list_tools()
+    assert seen[0][1] is False  # only initialize's answer is held
+    app.extensions["mcp"].backend.close()
+
+
+@pytest.mark.parametrize("accept", ["application/json, text/event-stream", "text/event-stream"])
+def test_a_write_that_failed_turns_the_held_answer_into_a_503(
+    port: int, make_client: MakeClient, accept: str
+) -> None:
+    """The hooks saw a 200 carrying a session id; the client gets the 503, with
+    no id and with the headers the hooks added."""
+    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+
+    @app.after_request
+    def cors(response: Response) -> Response:
+        response.headers["Access-Control-Allow-Origin"] = "https://host.example"
+        response.headers["X-Seen-Status"] = str(response.status_code)
+        return response
+
+    _admin(port).shutdown(nosave=True)
+    response = make_client(app, "2025-11-25").request("initialize", INITIALIZE, headers={"Accept": accept})
+    assert response.status_code == 503
+    assert "Mcp-Session-Id" not in response.headers
+    assert response.headers["Retry-After"] == "1"
+    assert response.headers["Access-Control-Allow-Origin"] == "https://host.example"
+    assert response.headers["X-Seen-Status"] == "200"
+    assert response.error["code"] == -32603
+    assert "temporarily unavailable" in response.error["message"]
+    assert response.message["id"] is not None  # the request's id, echoed
+    if accept == "text/event-stream":
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+    else:
+        assert response.headers["Content-Type"] == "application/json"
+    app.extensions["mcp"].backend.close()
+
+
+def test_a_write_redis_refuses_is_a_500_without_a_session_id(
+    port: int, make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+    client = make_client(app, "2025-11-25")
+    client.initialize()  # the store's connection is made and kept
+    admin = _admin(port)
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", "1")  # every write is refused: OOM
+    with caplog.at_level(logging.ERROR, logger="flask_mcp"):
+        response = make_client(app, "2025-11-25").request("initialize", INITIALIZE)
+    assert response.status_code == 500
+    assert response.headers["Content-Type"] == "application/json"
+    assert "Mcp-Session-Id" not in response.headers
+    assert response.error["code"] == -32603
+    assert any("Storing a new MCP session failed" in r.getMessage() for r in caplog.records)
+    admin.config_set("maxmemory", "0")
+    fresh = make_client(app, "2025-11-25")
+    fresh.initialize()  # the refused reply was read whole: the connection still serves
+    assert fresh.session_id is not None and admin.exists(f"flask-mcp:session:{fresh.session_id}") == 1
+    app.extensions["mcp"].backend.close()
+
+
+def test_an_answer_replaced_by_a_hook_still_has_its_write_read_back(port: int, make_client: MakeClient) -> None:
+    """A hook that returns a new response drops the held one: its finalizer
+    reads the write's reply, so the store's one connection serves every
+    initialize instead of one more being opened each time."""
+    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+
+    @app.after_request
+    def replace(response: Response) -> Response:
+        fresh = Response(response.get_data(), response.status_code, content_type=response.content_type)
+        if "Mcp-Session-Id" in response.headers:
+            fresh.headers["Mcp-Session-Id"] = response.headers["Mcp-Session-Id"]
+        return fresh
+
+    admin = _admin(port)
+    for _ in range(2):
+        make_client(app, "2025-11-25").initialize()  # the store's connections are made
+    opened = _connections_opened(admin)
+    ids = []
+    for _ in range(5):
+        client = make_client(app, "2025-11-25")
+        client.initialize()
+        assert client.session_id is not None
+        ids.append(client.session_id)
+    assert all(admin.exists(f"flask-mcp:session:{session_id}") == 1 for session_id in ids)
+    assert _connections_opened(admin) == opened  # no new connection: each write was read back and reused
+    app.extensions["mcp"].backend.close()
+
+
+def test_a_store_that_writes_at_once_answers_plainly(tmp_path: object, make_client: MakeClient) -> None:
+    app, _ = _app(f"sqlite:///{tmp_path}/sessions.sqlite3")
+    seen: list[bool] = []
+
+    @app.after_request
+    def look(response: Response) -> Response:
+        seen.append(isinstance(response, HeldResponse))
+        return response
+
+    make_client(app, "2025-11-25").initialize()
+    assert seen == [False, False]  # initialize, notifications/initialized
+    app.extensions["mcp"].backend.close()
