@@ -143,6 +143,10 @@ def test_which_servers_a_run_starts(run: Any) -> None:
     assert keys("flask-mcp/sync/memory", no_gthread=True) == {"floor/sync", "flask-mcp/sync/memory"}
     assert "floor+insert/sync" not in everything  # the initialize ceiling: also only when named
     assert keys("floor+insert/sync", no_gthread=True) == {"floor/sync", "floor+insert/sync"}
+    assert "floor+set/sync" not in everything  # its Redis counterpart, likewise
+    assert keys("floor+set/sync", no_gthread=True) == {"floor/sync", "floor+set/sync"}
+    assert "flask-mcp/gthread/redis" not in everything
+    assert keys("flask-mcp/gthread/redis") == {"floor/sync", "floor/gthread", "flask-mcp/gthread/redis"}
     assert keys("sdk", no_gthread=True) == {"floor/sync", "sdk/stateless-json", "sdk/stateful"}
     assert not any("gthread" in key for key in keys(None, no_gthread=True))
 
