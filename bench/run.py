@@ -204,7 +204,7 @@ SERVERS = [
                note="the floor plus one SQLite session insert: the ceiling for initialize on that store"),
     ServerSpec("floor+set/sync", "gunicorn", "bench.apps.floor_set_app:app", ("initialize",),
                backend="redis", role="reference", on_request=True,
-               note="the floor plus one Redis SET (redis-py's client.set): the ceiling for initialize on Redis"),
+               note="the floor plus one Redis SET (redis-py's client.set): the reference for initialize on Redis"),
     ServerSpec("flask-mcp/gthread/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-2026", "call-legacy"), worker_class="gthread", backend="sqlite", optional=True,
                note="gthread, 8 threads"),

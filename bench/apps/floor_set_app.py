@@ -5,10 +5,11 @@ random bits; the same 200-byte JSON record as ``floor_insert_app``) with
 would, waiting for Redis's reply before answering. It reads no body and checks
 nothing.
 
-Its ratio to the floor is the ceiling for ``initialize`` on any server that
-confirms each new session in that Redis before answering, flask-mcp or not:
-``bench/run.py --servers floor+set/sync`` measures it (see bench/README.md,
-"the reply read when the response leaves").
+Its ratio to the floor is what one confirmed Redis write costs a Flask route
+written the usual way: the reference for ``initialize`` on Redis (a ceiling
+only for servers that go through ``client.set``; flask-mcp's own write path is
+shorter). ``bench/run.py --servers floor+set/sync`` measures it (see
+bench/README.md, "the reply read when the response leaves").
 
     FLASK_MCP_BACKEND=redis://127.0.0.1:6379/14 gunicorn -w 1 -k sync bench.apps.floor_set_app:app
 """
