@@ -190,7 +190,9 @@ def _post() -> Response:
         EnvironHeaderView(environ), body, notifications.append,
         _subject(principal), principal,
         endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
-        confirm_later=True,  # in HeldResponse, when the response leaves
+        # In HeldResponse, when the response leaves; unless the app's own
+        # response class would replace it (make_response retypes a response).
+        confirm_later=issubclass(HeldResponse, app.response_class),
     )
     if reply.listen is not None:
         if not _accepts_stream(req):

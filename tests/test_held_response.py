@@ -41,10 +41,6 @@ def _app(backend: str) -> tuple[Flask, MCP]:
     return app, MCP(app)
 
 
-def _connections_opened(admin: redis.Redis) -> int:
-    return int(admin.info("stats")["total_connections_received"])
-
-
 def test_after_request_hooks_run_before_the_write_is_read_back(port: int, make_client: MakeClient) -> None:
     app, _ = _app(f"redis://127.0.0.1:{port}/5")
     seen: list[tuple[str, bool, int]] = []
@@ -135,17 +131,18 @@ def test_an_answer_replaced_by_a_hook_still_has_its_write_read_back(port: int, m
         return fresh
 
     admin = _admin(port)
-    for _ in range(2):
-        make_client(app, "2025-11-25").initialize()  # the store's connections are made
-    opened = _connections_opened(admin)
+    kept = app.extensions["mcp"].server.sessions._writes._idle  # the store's idle write connections
+    make_client(app, "2025-11-25").initialize()
+    assert len(kept) == 1
+    connection = kept[0]
     ids = []
     for _ in range(5):
         client = make_client(app, "2025-11-25")
         client.initialize()
         assert client.session_id is not None
         ids.append(client.session_id)
+        assert list(kept) == [connection]  # read back and given back: the same one serves the next
     assert all(admin.exists(f"flask-mcp:session:{session_id}") == 1 for session_id in ids)
-    assert _connections_opened(admin) == opened  # no new connection: each write was read back and reused
     app.extensions["mcp"].backend.close()
 
 
@@ -160,4 +157,34 @@ def test_a_store_that_writes_at_once_answers_plainly(tmp_path: object, make_clie
 
     make_client(app, "2025-11-25").initialize()
     assert seen == [False, False]  # initialize, notifications/initialized
+    app.extensions["mcp"].backend.close()
+
+
+class AppResponse(Response):
+    """An app's own response class: Flask retypes every view's response to it."""
+
+
+@pytest.mark.parametrize("redis_up", [True, False])
+def test_an_app_with_its_own_response_class_has_the_write_confirmed_in_the_view(
+    port: int, make_client: MakeClient, redis_up: bool
+) -> None:
+    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+    app.response_class = AppResponse
+    seen: list[type] = []
+
+    @app.after_request
+    def look(response: Response) -> Response:
+        seen.append(type(response))
+        return response
+
+    if not redis_up:
+        _admin(port).shutdown(nosave=True)
+    response = make_client(app, "2025-11-25").request("initialize", INITIALIZE)
+    assert seen == [AppResponse]
+    if redis_up:
+        session_id = response.headers["Mcp-Session-Id"]
+        assert _admin(port).exists(f"flask-mcp:session:{session_id}") == 1
+    else:
+        assert response.status_code == 503
+        assert "Mcp-Session-Id" not in response.headers
     app.extensions["mcp"].backend.close()
