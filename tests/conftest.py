@@ -341,6 +341,21 @@ def shared_redis() -> redis.Redis:
     return client
 
 
+@pytest.fixture
+def redis_port() -> Iterator[int]:
+    """The port of a ``redis-server`` of the test's own (no persistence) on
+    loopback, stopped after the test: for tests that shut it down, pause it or
+    change its settings."""
+    from redis_server import start_redis_server, stop_redis_server
+
+    port = free_port()
+    process = start_redis_server(port, why="the test starts a redis-server of its own")
+    try:
+        yield port
+    finally:
+        stop_redis_server(process)
+
+
 @pytest.fixture(scope="session")
 def sentinel_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A private Sentinel deployment (a primary, a replica, a sentinel) the

@@ -5,13 +5,11 @@ goes out only once the write held. Against a private redis-server."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
-from conftest import free_port
 from flask import Flask, Response
-from redis_server import start_redis_server, stop_redis_server
 
 from flask_mcp import MCP
 from flask_mcp.held_response import HeldResponse
@@ -21,18 +19,8 @@ MakeClient = Callable[..., MCPTestClient]
 INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 
 
-@pytest.fixture
-def port() -> Iterator[int]:
-    number = free_port()
-    process = start_redis_server(number, why="the held-response tests start their own")
-    try:
-        yield number
-    finally:
-        stop_redis_server(process)
-
-
-def _admin(port: int) -> redis.Redis:
-    return redis.Redis(host="127.0.0.1", port=port, db=5, socket_timeout=2, decode_responses=True)
+def _admin(redis_port: int) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=redis_port, db=5, socket_timeout=2, decode_responses=True)
 
 
 def _app(backend: str) -> tuple[Flask, MCP]:
@@ -41,8 +29,8 @@ def _app(backend: str) -> tuple[Flask, MCP]:
     return app, MCP(app)
 
 
-def test_after_request_hooks_run_before_the_write_is_read_back(port: int, make_client: MakeClient) -> None:
-    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+def test_after_request_hooks_run_before_the_write_is_read_back(redis_port: int, make_client: MakeClient) -> None:
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
     seen: list[tuple[str, bool, int]] = []
 
     @app.after_request
@@ -55,7 +43,7 @@ def test_after_request_hooks_run_before_the_write_is_read_back(port: int, make_c
     client.initialize()
     assert client.session_id is not None
     assert seen == [(client.session_id, True, 200), ("", False, 202)]  # initialize, then notifications/initialized
-    assert _admin(port).exists(f"flask-mcp:session:{client.session_id}") == 1
+    assert _admin(redis_port).exists(f"flask-mcp:session:{client.session_id}") == 1
     assert client.call_tool("no-such-tool").status_code == 200  # the session serves
     seen.clear()
     client.list_tools()
@@ -65,11 +53,11 @@ def test_after_request_hooks_run_before_the_write_is_read_back(port: int, make_c
 
 @pytest.mark.parametrize("accept", ["application/json, text/event-stream", "text/event-stream"])
 def test_a_write_that_failed_turns_the_held_answer_into_a_503(
-    port: int, make_client: MakeClient, accept: str
+    redis_port: int, make_client: MakeClient, accept: str
 ) -> None:
     """The hooks saw a 200 carrying a session id; the client gets the 503, with
     no id and with the headers the hooks added."""
-    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
 
     @app.after_request
     def cors(response: Response) -> Response:
@@ -77,7 +65,7 @@ def test_a_write_that_failed_turns_the_held_answer_into_a_503(
         response.headers["X-Seen-Status"] = str(response.status_code)
         return response
 
-    _admin(port).shutdown(nosave=True)
+    _admin(redis_port).shutdown(nosave=True)
     response = make_client(app, "2025-11-25").request("initialize", INITIALIZE, headers={"Accept": accept})
     assert response.status_code == 503
     assert "Mcp-Session-Id" not in response.headers
@@ -95,12 +83,12 @@ def test_a_write_that_failed_turns_the_held_answer_into_a_503(
 
 
 def test_a_write_redis_refuses_is_a_500_without_a_session_id(
-    port: int, make_client: MakeClient, caplog: pytest.LogCaptureFixture
+    redis_port: int, make_client: MakeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
     client = make_client(app, "2025-11-25")
     client.initialize()  # the store's connection is made and kept
-    admin = _admin(port)
+    admin = _admin(redis_port)
     admin.config_set("maxmemory-policy", "noeviction")
     admin.config_set("maxmemory", "1")  # every write is refused: OOM
     with caplog.at_level(logging.ERROR, logger="flask_mcp"):
@@ -117,11 +105,11 @@ def test_a_write_redis_refuses_is_a_500_without_a_session_id(
     app.extensions["mcp"].backend.close()
 
 
-def test_an_answer_replaced_by_a_hook_still_has_its_write_read_back(port: int, make_client: MakeClient) -> None:
+def test_an_answer_replaced_by_a_hook_still_has_its_write_read_back(redis_port: int, make_client: MakeClient) -> None:
     """A hook that returns a new response drops the held one: its finalizer
     reads the write's reply, so the store's one connection serves every
     initialize instead of one more being opened each time."""
-    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
 
     @app.after_request
     def replace(response: Response) -> Response:
@@ -130,7 +118,7 @@ def test_an_answer_replaced_by_a_hook_still_has_its_write_read_back(port: int, m
             fresh.headers["Mcp-Session-Id"] = response.headers["Mcp-Session-Id"]
         return fresh
 
-    admin = _admin(port)
+    admin = _admin(redis_port)
     kept = app.extensions["mcp"].server.sessions._writes._idle  # the store's idle write connections
     make_client(app, "2025-11-25").initialize()
     assert len(kept) == 1
@@ -166,9 +154,9 @@ class AppResponse(Response):
 
 @pytest.mark.parametrize("redis_up", [True, False])
 def test_an_app_with_its_own_response_class_has_the_write_confirmed_in_the_view(
-    port: int, make_client: MakeClient, redis_up: bool
+    redis_port: int, make_client: MakeClient, redis_up: bool
 ) -> None:
-    app, _ = _app(f"redis://127.0.0.1:{port}/5")
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
     app.response_class = AppResponse
     seen: list[type] = []
 
@@ -178,12 +166,12 @@ def test_an_app_with_its_own_response_class_has_the_write_confirmed_in_the_view(
         return response
 
     if not redis_up:
-        _admin(port).shutdown(nosave=True)
+        _admin(redis_port).shutdown(nosave=True)
     response = make_client(app, "2025-11-25").request("initialize", INITIALIZE)
     assert seen == [AppResponse]
     if redis_up:
         session_id = response.headers["Mcp-Session-Id"]
-        assert _admin(port).exists(f"flask-mcp:session:{session_id}") == 1
+        assert _admin(redis_port).exists(f"flask-mcp:session:{session_id}") == 1
     else:
         assert response.status_code == 503
         assert "Mcp-Session-Id" not in response.headers

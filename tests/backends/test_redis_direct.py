@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
 from conftest import free_port
 from flask import Flask
-from redis_server import SentinelDeployment, start_redis_server, stop_redis_server
+from redis_server import SentinelDeployment
 
 from flask_mcp import MCP, Context
 from flask_mcp.backends.contracts import BackendUnavailable, Session
@@ -25,23 +25,13 @@ from flask_mcp.protocol.session import new_session_id
 from flask_mcp.testing import MCPTestClient
 
 
-@pytest.fixture
-def port() -> Iterator[int]:
-    number = free_port()
-    process = start_redis_server(number, why="the direct write tests start their own")
-    try:
-        yield number
-    finally:
-        stop_redis_server(process)
+def _admin(redis_port: int) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=redis_port, protocol=2, socket_timeout=2, decode_responses=True)
 
 
-def _admin(port: int) -> redis.Redis:
-    return redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=2, decode_responses=True)
-
-
-def _commands(port: int) -> dict[str, int]:
+def _commands(redis_port: int) -> dict[str, int]:
     """Calls per command since the last CONFIG RESETSTAT (the admin's own excluded)."""
-    stats = _admin(port).info("commandstats")
+    stats = _admin(redis_port).info("commandstats")
     admin = ("cmdstat_info", "cmdstat_config|resetstat")
     return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items() if name not in admin}
 
@@ -58,14 +48,14 @@ def _create(store: RedisSessionStore, **client_info: object) -> Session:
 
 
 @pytest.mark.parametrize("protocol", [2, 3])
-def test_create_is_one_set_with_the_idle_timer(port: int, protocol: int) -> None:
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}/3?protocol={protocol}"), timeout=120)
+def test_create_is_one_set_with_the_idle_timer(redis_port: int, protocol: int) -> None:
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}/3?protocol={protocol}"), timeout=120)
     assert store._writes.direct
     _create(store)  # the connection's handshake (HELLO, SELECT) happens once
-    _admin(port).config_resetstat()
+    _admin(redis_port).config_resetstat()
     session = _create(store)
-    assert _commands(port) == {"set": 1}
-    admin = _admin(port)
+    assert _commands(redis_port) == {"set": 1}
+    admin = _admin(redis_port)
     admin.select(3)
     ttl = admin.pttl(store.key_prefix + session.id)
     assert 119_000 < ttl <= 120_000
@@ -74,10 +64,10 @@ def test_create_is_one_set_with_the_idle_timer(port: int, protocol: int) -> None
     store.close()
 
 
-def test_a_dropped_connection_is_retried_once(port: int) -> None:
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}"), timeout=60)
+def test_a_dropped_connection_is_retried_once(redis_port: int) -> None:
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}"), timeout=60)
     _create(store)
-    admin = _admin(port)
+    admin = _admin(redis_port)
     assert admin.client_kill_filter(_type="normal", skipme=True) >= 1  # what a server restart or timeout does
     session = _create(store)
     assert admin.exists(store.key_prefix + session.id) == 1
@@ -93,12 +83,12 @@ def test_redis_gone_is_unavailable_within_the_io_timeout() -> None:
     assert time.monotonic() - start < 3
 
 
-def test_a_connection_dropped_while_the_reply_is_awaited_is_sent_again(port: int) -> None:
+def test_a_connection_dropped_while_the_reply_is_awaited_is_sent_again(redis_port: int) -> None:
     """The SET goes out at once and its reply is read later: a connection that
     dies in between is retried by the client's policy, as client.set would."""
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}"), timeout=60)
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}"), timeout=60)
     _create(store)
-    admin = _admin(port)
+    admin = _admin(redis_port)
     admin.execute_command("CLIENT", "PAUSE", "300", "WRITE")  # the SET waits unprocessed...
     session = _session()
     session.id = new_session_id()
@@ -109,10 +99,10 @@ def test_a_connection_dropped_while_the_reply_is_awaited_is_sent_again(port: int
     store.close()
 
 
-def test_a_server_that_stops_answering_fails_in_the_io_timeout(port: int) -> None:
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}", io_timeout=0.5), timeout=60)
+def test_a_server_that_stops_answering_fails_in_the_io_timeout(redis_port: int) -> None:
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}", io_timeout=0.5), timeout=60)
     _create(store)
-    admin = _admin(port)
+    admin = _admin(redis_port)
     admin.execute_command("CLIENT", "PAUSE", "3000", "ALL")
     start = time.monotonic()
     with pytest.raises(BackendUnavailable):
@@ -124,35 +114,35 @@ def test_a_server_that_stops_answering_fails_in_the_io_timeout(port: int) -> Non
     store.close()
 
 
-def test_a_reply_error_leaves_the_connection_in_step(port: int) -> None:
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}"), timeout=60)
+def test_a_reply_error_leaves_the_connection_in_step(redis_port: int) -> None:
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}"), timeout=60)
     _create(store)
-    admin = _admin(port)
+    admin = _admin(redis_port)
     admin.config_set("maxmemory", "1")
     admin.config_set("maxmemory-policy", "noeviction")
     with pytest.raises(redis.exceptions.ResponseError, match="maxmemory"):
         _create(store)
     admin.config_set("maxmemory", "0")
-    _admin(port).config_resetstat()
+    _admin(redis_port).config_resetstat()
     session = _create(store)
-    assert _commands(port) == {"set": 1}  # same connection, no reconnection handshake
+    assert _commands(redis_port) == {"set": 1}  # same connection, no reconnection handshake
     assert admin.exists(store.key_prefix + session.id) == 1
     store.close()
 
 
-def test_records_stay_ascii_json(port: int) -> None:
+def test_records_stay_ascii_json(redis_port: int) -> None:
     """Non-ASCII client info is stored as the stdlib wrote it before (escaped),
     so a client decoding its replies with any ASCII-compatible encoding reads it."""
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}"), timeout=60)
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}"), timeout=60)
     plain = _create(store)
     accented = _create(store, name="Zoë ✓")
-    admin = redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=2)
+    admin = redis.Redis(host="127.0.0.1", port=redis_port, protocol=2, socket_timeout=2)
     raw = admin.get(store.key_prefix + accented.id)
     assert raw is not None and raw.isascii()
     assert json.loads(raw)["client_info"] == {"name": "Zoë ✓"}
     assert json.loads(admin.get(store.key_prefix + plain.id) or b"")["id"] == plain.id
     latin = RedisSessionStore(
-        redis.Redis(host="127.0.0.1", port=port, decode_responses=True, encoding="latin-1"), timeout=60
+        redis.Redis(host="127.0.0.1", port=redis_port, decode_responses=True, encoding="latin-1"), timeout=60
     )
     fetched = latin.get(accented.id)
     assert fetched is not None and fetched.client_info == {"name": "Zoë ✓"}
@@ -160,10 +150,10 @@ def test_records_stay_ascii_json(port: int) -> None:
     latin.close()
 
 
-def test_a_forked_child_opens_its_own_connection(port: int) -> None:
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}"), timeout=60)
+def test_a_forked_child_opens_its_own_connection(redis_port: int) -> None:
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}"), timeout=60)
     _create(store)
-    admin = _admin(port)
+    admin = _admin(redis_port)
     before = {c["id"] for c in admin.client_list()}
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child
@@ -177,9 +167,9 @@ def test_a_forked_child_opens_its_own_connection(port: int) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     # The parent's connection was neither used nor closed by the child.
     assert {c["id"] for c in admin.client_list()} >= before - {admin.client_id()}
-    _admin(port).config_resetstat()
+    _admin(redis_port).config_resetstat()
     _create(store)
-    assert _commands(port) == {"set": 1}
+    assert _commands(redis_port) == {"set": 1}
     store.close()
 
 
@@ -188,8 +178,8 @@ def test_a_forked_child_opens_its_own_connection(port: int) -> None:
     [{"single_connection_client": True}, {"decode_responses": True}, {"protocol": 3}],
     ids=["single-connection", "decode-responses", "resp3"],
 )
-def test_app_clients(port: int, client_kwargs: dict[str, object]) -> None:
-    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2, **client_kwargs)  # type: ignore[arg-type]
+def test_app_clients(redis_port: int, client_kwargs: dict[str, object]) -> None:
+    client = redis.Redis(host="127.0.0.1", port=redis_port, socket_timeout=2, **client_kwargs)  # type: ignore[arg-type]
     store = RedisSessionStore(client, timeout=60)
     assert store._writes.direct is not client_kwargs.get("single_connection_client", False)
     session = _create(store)
@@ -199,10 +189,10 @@ def test_app_clients(port: int, client_kwargs: dict[str, object]) -> None:
     client.close()
 
 
-def test_close_closes_the_kept_connections(port: int) -> None:
-    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{port}"), timeout=60)
+def test_close_closes_the_kept_connections(redis_port: int) -> None:
+    store = RedisSessionStore(client_from_url(f"redis://127.0.0.1:{redis_port}"), timeout=60)
     _create(store)
-    admin = _admin(port)
+    admin = _admin(redis_port)
 
     def writers() -> int:
         return sum(1 for client in admin.client_list() if client["cmd"] == "set")
@@ -238,9 +228,9 @@ MakeClient = Callable[..., MCPTestClient]
 INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 
 
-def _app(port: int) -> tuple[Flask, MCP]:
+def _app(redis_port: int) -> tuple[Flask, MCP]:
     app = Flask("pipelined")
-    app.config.update(TESTING=True, MCP_BACKEND=f"redis://127.0.0.1:{port}/5")
+    app.config.update(TESTING=True, MCP_BACKEND=f"redis://127.0.0.1:{redis_port}/5")
     return app, MCP(app)
 
 
@@ -249,11 +239,11 @@ def _session_key(app: Flask, session_id: str) -> str:
     return f"{store.key_prefix}{session_id}"
 
 
-def test_initialize_sends_the_session_before_building_its_answer(port: int, make_client: MakeClient) -> None:
+def test_initialize_sends_the_session_before_building_its_answer(redis_port: int, make_client: MakeClient) -> None:
     """The SET travels while the answer is built (the worker does not sleep on
     the socket afterwards): the app's instructions find the key already there."""
-    app, mcp = _app(port)
-    admin = redis.Redis(host="127.0.0.1", port=port, db=5, socket_timeout=2)
+    app, mcp = _app(redis_port)
+    admin = redis.Redis(host="127.0.0.1", port=redis_port, db=5, socket_timeout=2)
     seen: list[bool] = []
 
     @mcp.instructions
@@ -273,9 +263,9 @@ def test_initialize_sends_the_session_before_building_its_answer(port: int, make
     app.extensions["mcp"].backend.close()
 
 
-def test_a_failed_initialize_leaves_no_session_behind(port: int, make_client: MakeClient) -> None:
-    app, mcp = _app(port)
-    admin = redis.Redis(host="127.0.0.1", port=port, db=5, socket_timeout=2)
+def test_a_failed_initialize_leaves_no_session_behind(redis_port: int, make_client: MakeClient) -> None:
+    app, mcp = _app(redis_port)
+    admin = redis.Redis(host="127.0.0.1", port=redis_port, db=5, socket_timeout=2)
 
     @mcp.instructions
     def instructions() -> str:
@@ -289,8 +279,8 @@ def test_a_failed_initialize_leaves_no_session_behind(port: int, make_client: Ma
     app.extensions["mcp"].backend.close()
 
 
-def test_what_the_instructions_write_to_the_new_session_is_kept(port: int, make_client: MakeClient) -> None:
-    app, mcp = _app(port)
+def test_what_the_instructions_write_to_the_new_session_is_kept(redis_port: int, make_client: MakeClient) -> None:
+    app, mcp = _app(redis_port)
 
     @mcp.instructions
     def instructions(ctx: Context) -> str:
@@ -306,9 +296,9 @@ def test_what_the_instructions_write_to_the_new_session_is_kept(port: int, make_
     app.extensions["mcp"].backend.close()
 
 
-def test_redis_gone_during_initialize_is_a_503(port: int, make_client: MakeClient) -> None:
-    app, _ = _app(port)
-    _admin(port).shutdown(nosave=True)
+def test_redis_gone_during_initialize_is_a_503(redis_port: int, make_client: MakeClient) -> None:
+    app, _ = _app(redis_port)
+    _admin(redis_port).shutdown(nosave=True)
     response = make_client(app, "2025-11-25").request("initialize", INITIALIZE)
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "1"

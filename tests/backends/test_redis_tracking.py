@@ -5,7 +5,6 @@ a server that refuses tracking (no copies at all) and a restart."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -17,13 +16,9 @@ from flask_mcp.backends.redis import RedisSessionStore
 
 
 @pytest.fixture
-def server() -> Iterator[int]:
-    port = free_port()
-    process = start_redis_server(port, why="the session cache tests start their own")
-    try:
-        yield port
-    finally:
-        stop_redis_server(process)
+def server(redis_port: int) -> int:
+    """This module's name for the test's own redis-server (conftest's ``redis_port``)."""
+    return redis_port
 
 
 def _client(port: int, protocol: int) -> redis.Redis:
