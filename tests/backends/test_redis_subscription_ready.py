@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
-from conftest import free_port
-from redis_server import start_redis_server, stop_redis_server
 
 from flask_mcp.backends.contracts import BackendUnavailable
 from flask_mcp.backends.redis import RedisMessageBus, RedisSubscription, client_from_url
@@ -17,13 +14,8 @@ from flask_mcp.protocol.cancellation import Cancellations
 
 
 @pytest.fixture
-def bus() -> Iterator[RedisMessageBus]:
-    port = free_port()
-    process = start_redis_server(port, why="the subscription tests start their own")
-    try:
-        yield RedisMessageBus(client_from_url(f"redis://127.0.0.1:{port}"))
-    finally:
-        stop_redis_server(process)
+def bus(redis_port: int) -> RedisMessageBus:
+    return RedisMessageBus(client_from_url(f"redis://127.0.0.1:{redis_port}"))
 
 
 def _until(condition: object, seconds: float = 5.0) -> None:
