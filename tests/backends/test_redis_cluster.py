@@ -339,7 +339,11 @@ def test_every_node_down_is_503_on_every_path_never_500(private_cluster: RedisCl
 
 
 def move_slot_of(key: str, cluster: RedisClusterNodes) -> None:
-    """Give ``key``'s (empty) slot to another primary, as a resharding does."""
+    """Give ``key``'s (empty) slot to another primary, as a resharding
+    (``redis-cli --cluster reshard``) does: the new owner importing and the old
+    one migrating first, so the new owner's ``SETSLOT ... NODE`` bumps its config
+    epoch and its claim wins over the old one still gossiped (without that, a
+    node could be told the old owner again, and answer ``MOVED`` the old way)."""
     nodes, _ = parse_cluster_url(cluster.url)
     raw = RedisCluster(startup_nodes=nodes, socket_timeout=5)
     try:
@@ -347,10 +351,16 @@ def move_slot_of(key: str, cluster: RedisClusterNodes) -> None:
         owner = raw.get_node_from_key(key)
         primaries = raw.get_primaries()
         target = next(node for node in primaries if node.name != owner.name)
-        target_id = raw.get_redis_connection(target).execute_command("CLUSTER", "MYID")
+
+        def on(node: ClusterNode, *command: Any) -> Any:
+            return raw.get_redis_connection(node).execute_command("CLUSTER", *command)
+
+        owner_id, target_id = on(owner, "MYID"), on(target, "MYID")
+        on(target, "SETSLOT", slot, "IMPORTING", owner_id)
+        on(owner, "SETSLOT", slot, "MIGRATING", target_id)
         others = [node for node in primaries if node.name not in (owner.name, target.name)]
         for node in [target, owner, *others]:  # the new owner first, as redis-cli does
-            raw.get_redis_connection(node).execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+            on(node, "SETSLOT", slot, "NODE", target_id)
     finally:
         raw.close()
 
