@@ -4,12 +4,15 @@ goes out only once the write held. Against a private redis-server."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
 from flask import Flask, Response
+from werkzeug.test import EnvironBuilder
 
 from flask_mcp import MCP
 from flask_mcp.held_response import HeldResponse
@@ -175,4 +178,87 @@ def test_an_app_with_its_own_response_class_has_the_write_confirmed_in_the_view(
     else:
         assert response.status_code == 503
         assert "Mcp-Session-Id" not in response.headers
+    app.extensions["mcp"].backend.close()
+
+
+def _initialize_environ() -> dict[str, Any]:
+    return EnvironBuilder(
+        path="/mcp", method="POST", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+        headers=[("Accept", "application/json, text/event-stream")],
+    ).get_environ()
+
+
+class StartResponse:
+    """A WSGI server's ``start_response``: records each call (and, if given, the order in ``events``)."""
+
+    def __init__(self, events: list[str] | None = None) -> None:
+        self.calls: list[tuple[str, list[tuple[str, str]]]] = []
+        self.events = events
+
+    def __call__(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
+        self.calls.append((status, headers))
+        if self.events is not None:
+            self.events.append("start_response")
+        return lambda data: None
+
+
+def test_the_reply_is_read_when_the_server_takes_the_first_bytes_after_the_request_context_is_gone(
+    redis_port: int,
+) -> None:
+    """PEP 3333 lets the body's first iteration start the response: Flask's
+    teardown runs and the server takes the body while the write travels."""
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
+    kept = app.extensions["mcp"].server.sessions._writes._idle  # the store's idle write connections
+    events: list[str] = []
+    start_response = StartResponse(events)
+
+    @app.teardown_request
+    def teardown(error: BaseException | None) -> None:
+        events.append("teardown")
+
+    body = app(_initialize_environ(), start_response)
+    assert events == ["teardown"]  # the response has not started...
+    assert len(kept) == 0  # ...and the write's connection is still out, its reply unread
+    chunk = next(iter(body))
+    assert events == ["teardown", "start_response"]
+    assert len(kept) == 1  # read back, then the response started
+    status, headers = start_response.calls[0]
+    assert status == "200 OK"
+    assert json.loads(chunk)["result"]["protocolVersion"] == "2025-11-25"
+    assert _admin(redis_port).exists(f"flask-mcp:session:{dict(headers)['Mcp-Session-Id']}") == 1
+    body.close()  # type: ignore[attr-defined]
+    app.extensions["mcp"].backend.close()
+
+
+def test_a_body_closed_before_its_first_item_still_has_its_write_read_back(redis_port: int) -> None:
+    """A server that closes the body unread (the client left) sends nothing;
+    the reply is read all the same, so the connection serves the next one."""
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
+    kept = app.extensions["mcp"].server.sessions._writes._idle
+    start_response = StartResponse()
+    for _ in range(3):
+        body = app(_initialize_environ(), start_response)
+        body.close()  # type: ignore[attr-defined]
+        assert len(kept) == 1  # the same connection, back each time
+    assert start_response.calls == []
+    app.extensions["mcp"].backend.close()
+
+
+def test_a_write_that_failed_starts_the_response_once_with_the_503(redis_port: int) -> None:
+    """What the WSGI server is handed: one ``start_response`` call, the 503's,
+    and no trace of the held answer's headers."""
+    app, _ = _app(f"redis://127.0.0.1:{redis_port}/5")
+    _admin(redis_port).shutdown(nosave=True)
+    start_response = StartResponse()
+    body = app(_initialize_environ(), start_response)
+    data = b"".join(body)
+    body.close()  # type: ignore[attr-defined]
+    assert len(start_response.calls) == 1
+    status, headers = start_response.calls[0]
+    assert status.startswith("503")
+    names = [name.lower() for name, _ in headers]
+    assert "mcp-session-id" not in names
+    assert names.count("content-length") == 1
+    assert dict(headers)["Content-Length"] == str(len(data))
+    assert json.loads(data)["error"]["code"] == -32603
     app.extensions["mcp"].backend.close()

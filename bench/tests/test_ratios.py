@@ -145,6 +145,8 @@ def test_which_servers_a_run_starts(run: Any) -> None:
     assert keys("floor+insert/sync", no_gthread=True) == {"floor/sync", "floor+insert/sync"}
     assert "floor+set/sync" not in everything  # its Redis counterpart, likewise
     assert keys("floor+set/sync", no_gthread=True) == {"floor/sync", "floor+set/sync"}
+    assert "floor+rawset/sync" not in everything  # the same write on a plain socket, likewise
+    assert keys("floor+rawset/sync", no_gthread=True) == {"floor/sync", "floor+rawset/sync"}
     assert "flask-mcp/gthread/redis" not in everything
     assert keys("flask-mcp/gthread/redis") == {"floor/sync", "floor/gthread", "flask-mcp/gthread/redis"}
     assert keys("sdk", no_gthread=True) == {"floor/sync", "sdk/stateless-json", "sdk/stateful"}
