@@ -4,10 +4,10 @@ A store that sends the write ahead (Redis, ``begin_create``) has its reply
 read back here as late as the answer can still change: when the WSGI server
 asks for the body's first item (after Flask's ``after_request`` hooks and
 the request context's teardown), not in the view. The worker finishes the
-response while the reply travels: on the benchmark's VM ``initialize`` on
-Redis went from 0.61-0.66 to 0.65-0.71 of the Flask floor with the read in
-``Response.__call__``, and to 0.70 with it at the first item (bench/README.md,
-"the reply read when the response leaves", "... at the first byte"). An app
+response while the reply travels: ``initialize`` on Redis went from 0.61-0.66
+to 0.65-0.71 of the Flask floor with the read in ``Response.__call__``; at the
+first item the reply is nearly always there when read (bench/README.md, "the
+reply read when the response leaves", "what one round trip costs here"). An app
 with its own ``response_class`` confirms in the view instead (Flask would
 retype this response). The session id still goes out only once the write is
 confirmed: if it failed, the client gets the 503 the view would have given,
