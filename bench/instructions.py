@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import REDIS_URL, ROOT, VBIN, WORKLOADS, children, free_port, open_session  # noqa: E402
+from run import REDIS_URL, ROOT, VBIN, WORKLOADS, RedisKeys, children, free_port, open_session  # noqa: E402
 
 FLOOR_APP = "bench.apps.floor_app:app"
 MCP_APP = "bench.apps.flask_mcp_app:app"
@@ -160,10 +160,15 @@ def main(argv: list[str]) -> int:
     out_dir = Path(tempfile.mkdtemp(prefix="flask-mcp-callgrind-"))
     backend = {"sqlite": f"sqlite:///{out_dir}/sessions.sqlite3", "redis": f"{REDIS_URL}/14",
                "memory": "memory://"}[args.backend]
-    print(f"floor ({FLOOR_APP})", flush=True)
-    floor = measure(FLOOR_APP, {}, ["call-2026"], args.requests, args.warmup, out_dir)["call-2026"]
-    print(f"flask-mcp ({MCP_APP}, {args.backend})", flush=True)
-    ours = measure(MCP_APP, {"FLASK_MCP_BACKEND": backend}, args.workloads, args.requests, args.warmup, out_dir)
+    redis_keys = RedisKeys(backend) if args.backend == "redis" else None  # the sessions made here, deleted after
+    try:
+        print(f"floor ({FLOOR_APP})", flush=True)
+        floor = measure(FLOOR_APP, {}, ["call-2026"], args.requests, args.warmup, out_dir)["call-2026"]
+        print(f"flask-mcp ({MCP_APP}, {args.backend})", flush=True)
+        ours = measure(MCP_APP, {"FLASK_MCP_BACKEND": backend}, args.workloads, args.requests, args.warmup, out_dir)
+    finally:
+        if redis_keys is not None:
+            print(f"(removed the {redis_keys.cleanup()} Redis session keys this run created in db 14)", flush=True)
     print("\n| workload | instructions/request | above the floor | floor / workload |\n|---|--:|--:|--:|")
     print(f"| floor | {floor:,.0f} | | 1.00 |")
     for key, value in ours.items():

@@ -177,11 +177,24 @@ def main(argv: list[str]) -> int:
     p.add_argument("--floor", action="store_true",
                    help="first time the floor app (bench/apps/floor_app.py) the same way, for the in-process gap")
     args = p.parse_args(argv)
-
-    from pyinstrument import Profiler
-
     tmp = tempfile.mkdtemp(prefix="flask-mcp-profile-")
     os.environ["FLASK_MCP_BACKEND"] = args.backend or f"sqlite:///{tmp}/sessions.sqlite3"
+    redis_keys = None
+    if args.backend and args.backend.startswith(("redis://", "rediss://")):
+        from bench.run import RedisKeys
+
+        redis_keys = RedisKeys(args.backend)  # the sessions made here are deleted at the end
+    try:
+        return profile(args)
+    finally:
+        if redis_keys is not None:
+            print(f"(removed the {redis_keys.cleanup()} Redis session keys this run created)")
+
+
+def profile(args: argparse.Namespace) -> int:
+    """Time, then profile, each workload named in ``args``."""
+    from pyinstrument import Profiler
+
     from bench.apps.flask_mcp_app import app
 
     body, headers = build("initialize", None)
