@@ -190,8 +190,8 @@ def _post() -> Response:
         EnvironHeaderView(environ), body, notifications.append,
         _subject(principal), principal,
         endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
-        # In HeldResponse, when the response leaves; unless the app's own
-        # response class would replace it (make_response retypes a response).
+        # In HeldResponse, before the response's first bytes go out; unless the
+        # app's own response class would replace it (make_response retypes a response).
         confirm_later=issubclass(HeldResponse, app.response_class),
     )
     if reply.listen is not None:
