@@ -369,6 +369,31 @@ class RedisClusterNodes:
                 raise RuntimeError(f"the Redis Cluster never became ok: {states}")
             time.sleep(0.05)
 
+    def wait_until_agreed(self, within: float = 30.0) -> None:
+        """Return once every running node's ``CLUSTER SLOTS`` names the same
+        primaries, all running. After a failover the nodes hear of the promotion
+        over the cluster bus one by one (tens of milliseconds apart here), and a
+        client reading the layout from one that has not heard yet still routes
+        to the dead primary."""
+        deadline = time.monotonic() + within
+        while True:
+            running = [port for port, process in zip(self.ports, self.processes, strict=True) if process is not None]
+            views = []
+            for port in running:
+                try:
+                    node = redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1)
+                    slots: Any = node.execute_command("CLUSTER", "SLOTS")
+                    views.append(sorted((int(first), int(primary[1])) for first, _, primary, *_ in slots))
+                except redis.exceptions.RedisError:
+                    views.append([])
+            if views and views[0] and all(view == views[0] for view in views) and all(
+                port in running for _, port in views[0]
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Redis Cluster's nodes never agreed on their primaries: {views}")
+            time.sleep(0.01)
+
     def stop_node(self, index: int) -> None:
         """Kill node ``index`` at once (a crash, to its clients) and reap it."""
         process, self.processes[index] = self.processes[index], None

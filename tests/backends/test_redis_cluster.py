@@ -431,6 +431,7 @@ def test_a_failover_promotes_a_replica_and_its_sessions_are_served_again(tmp_pat
         assert "unknown" not in outcomes  # the replica had every session
         assert "unavailable" in outcomes  # the outage was seen (not hidden by copies past their age)
 
+        cluster.wait_until_agreed()  # else `other` may read the old layout from a node that has not heard
         assert other.sessions.delete(on_victim[0]) is True  # on the promoted replica
         _until(lambda: backend.sessions.get(on_victim[0]) is None, seconds=1.0)
     finally:
