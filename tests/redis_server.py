@@ -350,16 +350,24 @@ class RedisClusterNodes:
         self.stop()
         raise RuntimeError(f"cluster node redis-server did not start on port {port}")
 
+    def running_ports(self) -> list[int]:
+        return [port for port, process in zip(self.ports, self.processes, strict=True) if process is not None]
+
+    @staticmethod
+    def cluster_command(port: int, *args: str) -> Any:
+        """``CLUSTER <args>`` on one node, on a connection of its own (closed after)."""
+        with redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1) as node:
+            return node.execute_command("CLUSTER", *args)
+
     def wait_until_ok(self, within: float = 30.0) -> None:
         """Return once every running node reports ``cluster_state:ok``."""
         deadline = time.monotonic() + within
         while True:
             states = []
-            running = [port for port, process in zip(self.ports, self.processes, strict=True) if process is not None]
+            running = self.running_ports()
             for port in running:
                 try:
-                    node = redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1)
-                    info = _text(node.execute_command("CLUSTER", "INFO"))
+                    info = _text(self.cluster_command(port, "INFO"))
                     states.append(info.split("cluster_state:", 1)[1].split()[0])
                 except (redis.exceptions.RedisError, IndexError):
                     states.append("unreachable")
@@ -377,12 +385,11 @@ class RedisClusterNodes:
         to the dead primary."""
         deadline = time.monotonic() + within
         while True:
-            running = [port for port, process in zip(self.ports, self.processes, strict=True) if process is not None]
+            running = self.running_ports()
             views = []
             for port in running:
                 try:
-                    node = redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=1)
-                    slots: Any = node.execute_command("CLUSTER", "SLOTS")
+                    slots = self.cluster_command(port, "SLOTS")
                     views.append(sorted((int(first), int(primary[1])) for first, _, primary, *_ in slots))
                 except redis.exceptions.RedisError:
                     views.append([])

@@ -143,6 +143,8 @@ class ClusterSubscription(Subscription):
         self._pending: deque[tuple[str, Message]] = deque()
         self._pubsubs: list[PubSub] = []
         self._closed = False
+        if bus.closed:  # a reader that outlived Backend.close must not open connections again
+            raise BackendUnavailable(f"Redis ({bus.where}): the backend is closed")
         names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
         try:
             for attempt in range(_SUBSCRIBE_ATTEMPTS):
@@ -244,6 +246,8 @@ class ClusterMessageBus:
         self.where = client.flask_mcp_description
         self._pools: dict[str, redis.ConnectionPool] = {}
         self._lock = threading.Lock()
+        #: Set by :meth:`close` (``Backend.close``).
+        self.closed = False
 
     def publish(self, channel: str, message: Message) -> None:
         payload = json.dumps(message)
@@ -262,7 +266,9 @@ class ClusterMessageBus:
             return pool
 
     def close(self) -> None:
+        """Close every subscription connection; no new subscription after this."""
         with self._lock:
+            self.closed = True
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.disconnect()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,17 +51,28 @@ def raw(cluster_url: str) -> Iterator[RedisCluster]:
         client.close()
 
 
-def make_app(backend: object, folder: Path, **config: Any) -> Flask:
-    app = Flask("cluster", instance_path=str(folder))
-    app.config.update(TESTING=True, MCP_BACKEND=backend, **config)
-    mcp = MCP(app, name="cluster", version="1.0")
+@pytest.fixture
+def make_app() -> Iterator[Callable[..., Flask]]:
+    """Apps on a cluster, their backends closed after the test (before a
+    private cluster goes: else their cancellation listeners go on calling it)."""
+    made: list[Flask] = []
 
-    @mcp.tool(rate_limit="3/minute")
-    def limited() -> str:
-        """Three calls a minute per caller."""
-        return "ok"
+    def make(backend: object, folder: Path, **config: Any) -> Flask:
+        app = Flask("cluster", instance_path=str(folder))
+        app.config.update(TESTING=True, MCP_BACKEND=backend, **config)
+        mcp = MCP(app, name="cluster", version="1.0")
 
-    return app
+        @mcp.tool(rate_limit="3/minute")
+        def limited() -> str:
+            """Three calls a minute per caller."""
+            return "ok"
+
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.extensions["mcp"].backend.close()
 
 
 # ------------------------------------------------------------------ the URL
@@ -99,7 +110,9 @@ def test_a_password_in_the_url_is_never_in_the_description(tmp_path: Path) -> No
     backend.close()
 
 
-def test_an_app_starts_while_no_node_answers_and_requests_get_503(tmp_path: Path) -> None:
+def test_an_app_starts_while_no_node_answers_and_requests_get_503(
+    make_app: Callable[..., Flask], tmp_path: Path
+) -> None:
     """Nothing connects until first use; then a quick 503 with a JSON-RPC error."""
     started = time.monotonic()
     backend = open_backend("redis+cluster://127.0.0.1:1,127.0.0.1:2", timeout=60, instance_path=str(tmp_path))
@@ -249,7 +262,7 @@ def test_an_app_provided_cluster_client_is_used_and_left_open(cluster_url: str, 
 
 
 def test_rate_limits_count_in_the_cluster_for_every_app_sharing_it(
-    cluster_url: str, raw: RedisCluster, tmp_path: Path
+    cluster_url: str, raw: RedisCluster, make_app: Callable[..., Flask], tmp_path: Path
 ) -> None:
     """Two apps (two hosts, as far as counting goes) share one budget."""
     apps = [make_app(cluster_url, tmp_path / name) for name in ("a", "b")]
@@ -269,6 +282,18 @@ def test_rate_limits_count_in_the_cluster_for_every_app_sharing_it(
     assert any(True for _ in raw.scan_iter(match=f"flask-mcp-ratelimit*{address}*"))
 
 
+def test_a_closed_bus_opens_no_subscription_again(cluster_url: str, tmp_path: Path) -> None:
+    """Backend.close: a cancellations reader that outlives it (its app was not
+    torn down) must not subscribe again and open node pools in the background."""
+    backend = open_backend(cluster_url, timeout=60, instance_path=str(tmp_path))
+    assert backend.bus is not None
+    subscription = backend.bus.subscribe(["c"])
+    backend.close()
+    with pytest.raises(BackendUnavailable, match="closed"):
+        backend.bus.subscribe(["c"])
+    subscription.close()
+
+
 # ------------------------------------------------------------------ faults
 
 
@@ -283,7 +308,9 @@ def private_cluster() -> Iterator[RedisClusterNodes]:
         cluster.remove()
 
 
-def test_a_node_down_answers_503_never_500_and_heals(private_cluster: RedisClusterNodes, tmp_path: Path) -> None:
+def test_a_node_down_answers_503_never_500_and_heals(
+    private_cluster: RedisClusterNodes, make_app: Callable[..., Flask], tmp_path: Path
+) -> None:
     app = make_app(private_cluster.url, tmp_path)
     client = app.test_client()
 
@@ -305,7 +332,9 @@ def test_a_node_down_answers_503_never_500_and_heals(private_cluster: RedisClust
     assert [initialize() for _ in range(6)] == [200] * 6
 
 
-def test_every_node_down_is_503_on_every_path_never_500(private_cluster: RedisClusterNodes, tmp_path: Path) -> None:
+def test_every_node_down_is_503_on_every_path_never_500(
+    private_cluster: RedisClusterNodes, make_app: Callable[..., Flask], tmp_path: Path
+) -> None:
     """With no node reachable redis-py raises its general RedisClusterException
     (from the connection error): that is "unavailable" too, on every operation."""
     app = make_app(private_cluster.url, tmp_path)
