@@ -17,7 +17,7 @@ from redis.client import PubSub
 from redis.retry import Retry
 
 from .contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable, Message, Subscription
-from .redis_faults import as_text, describe_client, unavailable
+from .redis_faults import as_text, closed_bus, describe_client, unavailable
 
 #: Pub/sub channels ignore the database number, so they get their own prefix.
 DEFAULT_CHANNEL_PREFIX = "flask-mcp:bus:"
@@ -32,8 +32,8 @@ class RedisSubscription(Subscription):
         self._full_read_at = 0.0
         #: Held while the socket is read: ready() may be asked from another thread.
         self._reading = threading.Lock()
-        if bus.closed:  # a reader that outlived Backend.close must not open connections again
-            raise BackendUnavailable(f"Redis ({bus.where}): the backend is closed")
+        if bus.closed:
+            raise closed_bus(bus.where)
         self._pubsub: PubSub | None = PubSub(bus.subscription_pool)
         names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
         if not names:

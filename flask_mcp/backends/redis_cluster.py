@@ -45,7 +45,7 @@ from .contracts import (
 from .redis import RedisEventLog, RedisSessionStore, RedisTaskStore
 from .redis_bus import DEFAULT_CHANNEL_PREFIX
 from .redis_cluster_tracking import ClusterCopies, node_pool
-from .redis_faults import as_text, unavailable
+from .redis_faults import as_text, closed_bus, unavailable
 
 #: redis-py's first release whose cluster client runs transactions (``WATCH``/``MULTI``
 #: on one slot), which the event logs and task updates use.
@@ -143,8 +143,8 @@ class ClusterSubscription(Subscription):
         self._pending: deque[tuple[str, Message]] = deque()
         self._pubsubs: list[PubSub] = []
         self._closed = False
-        if bus.closed:  # a reader that outlived Backend.close must not open connections again
-            raise BackendUnavailable(f"Redis ({bus.where}): the backend is closed")
+        if bus.closed:
+            raise closed_bus(bus.where)
         names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
         try:
             for attempt in range(_SUBSCRIBE_ATTEMPTS):

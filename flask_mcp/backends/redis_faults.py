@@ -36,6 +36,12 @@ def unavailable(what: str) -> Iterator[None]:
         raise fault from exc
 
 
+def closed_bus(where: str) -> BackendUnavailable:
+    """What a subscription asked of a bus after ``Backend.close`` raises: a
+    reader that outlived its app must not open connections again."""
+    return BackendUnavailable(f"Redis ({where}): the backend is closed")
+
+
 def as_unavailable(exc: BaseException, what: str) -> BackendUnavailable | None:
     """The :class:`BackendUnavailable` that ``exc`` means, or ``None`` when it
     is not a "cannot be reached now" fault (a bug, a refusal: raise it as is)."""
