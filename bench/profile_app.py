@@ -229,7 +229,7 @@ def profile(args: argparse.Namespace) -> int:
         selfs, incls = aggregate(root, args.requests, args.top, plain / sampled)
         scale = 1e6 / args.requests * plain / sampled
         for function, where in (("wsgi_app", "flask/app.py"), ("full_dispatch_request", "flask/app.py"),
-                                ("_post", "flask_mcp/blueprint.py"), ("_handle_post", "flask_mcp/protocol/"),
+                                ("_post", "flask_mcp/http/blueprint.py"), ("_handle_post", "flask_mcp/protocol/"),
                                 ("_handle_stateless", "flask_mcp/protocol/"), ("_handle_legacy", "flask_mcp/protocol/"),
                                 ("_answer", "flask_mcp/protocol/")):
             print_breakdown(root, function, where, scale, args.top)

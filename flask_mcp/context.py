@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, cast
 from flask import current_app
 from werkzeug.local import LocalProxy
 
-from .accounts import resolve_account
 from .asking import ElicitResult, ask
+from .auth.accounts import resolve_account
 from .protocol.errors import MissingClientCapability
 from .protocol.input_requests import InputRequest
 from .protocol.meta import LOG_LEVELS
@@ -20,7 +20,7 @@ from .protocol.request_info import RequestCancelled, RequestInfo, log_level_reac
 from .protocol.session import Session
 
 if TYPE_CHECKING:
-    from .auth import Principal
+    from .auth.tokens import Principal
 
 logger = logging.getLogger("flask_mcp")
 

@@ -7,23 +7,28 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, TypeVar, Unpack, overload
 
 from flask import Flask, current_app, has_app_context
 
-from . import hardening
-from .auth import Authenticator, Principal, TokenVerifier, as_verifier, register_metadata
+from .auth import hardening
+from .auth.bearer import Authenticator
+from .auth.metadata import register_metadata
+from .auth.ratelimit import RateLimits
+from .auth.tokens import Principal, TokenVerifier, as_verifier
+from .auth.verifiers import verifier_from_settings
 from .backends import Backend, open_backend
 from .backends.contracts import CountableStore, StatusCountingStore
-from .blueprint import create_blueprint
-from .capacity import StreamSlots
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
 from .environment import unloaded_variables, unloaded_warning
-from .gauges import Cached, CachedCount, GaugeSources, OpenStreams
-from .options import ToolOptions, check_options
+from .features.options import ToolOptions, check_options
+from .features.resources_and_prompts import ResourcesAndPromptsMixin
+from .features.skills.api import SkillsMixin
+from .features.skills.catalog import ResourcesWithSkills
+from .features.tools import Tool, ToolRegistry
+from .http.blueprint import create_blueprint
+from .http.state import MCPState
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
 from .protocol.info import ProtocolOptions, ServerInfo
@@ -31,64 +36,16 @@ from .protocol.input_requests import state_key
 from .protocol.queued_tasks import TaskQueue
 from .protocol.request_info import RequestInfo
 from .protocol.server import Server
-from .protocol.session import SessionStore
 from .protocol.subscriptions import list_changed_event, resource_updated_event
 from .protocol.task_methods import Tasks
-from .ratelimit import RateLimits
-from .resources_and_prompts import ResourcesAndPromptsMixin
-from .skills import ResourcesWithSkills
-from .skills_api import SkillsMixin
-from .streaming import StreamOptions
-from .task_threads import in_background, watch
-from .telemetry import Telemetry
-from .tools import Tool, ToolRegistry
-from .verifiers import verifier_from_settings
+from .tasks.threads import in_background, watch
+from .telemetry.gauges import Cached, CachedCount, GaugeSources
+from .telemetry.observer import Telemetry
 
 logger = logging.getLogger("flask_mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
 InstructionsSource = str | Callable[..., "str | None"]
-
-
-@dataclass(frozen=True)
-class MCPState:
-    """Per-app state, kept in ``app.extensions["mcp"]``."""
-
-    extension: MCP
-    settings: Settings
-    server: Server
-    backend: Backend
-    authenticator: Authenticator | None = None
-    rate_limits: RateLimits | None = None
-    #: Spans, metrics and the access log (``None`` with ``MCP_TELEMETRY = False``).
-    telemetry: Telemetry | None = None
-
-    @property
-    def sessions(self) -> SessionStore:
-        return self.backend.sessions
-
-    @cached_property
-    def checks_callers(self) -> bool:
-        """Whether a request's caller must be authenticated or counted (most
-        apps do neither, and then the views skip the step)."""
-        auth = self.authenticator is not None and bool(self.settings.auth)
-        return auth or (self.rate_limits is not None and bool(self.rate_limits.endpoint_limits))
-
-    @cached_property
-    def stream_options(self) -> StreamOptions:
-        settings = self.settings
-        return StreamOptions(settings.sse_heartbeat, settings.sse_retry_ms, settings.sse_poll_after,
-                             settings.sse_probe_interval)
-
-    @cached_property
-    def open_streams(self) -> OpenStreams:
-        """The event-stream responses this worker is sending (an operator gauge)."""
-        return OpenStreams()
-
-    @cached_property
-    def stream_slots(self) -> StreamSlots:
-        """The long-lived streams this worker holds, against its share of threads."""
-        return StreamSlots(self.settings.stream_share, self.settings.worker_threads)
 
 
 class MCP(ResourcesAndPromptsMixin, SkillsMixin):
@@ -178,7 +135,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         )
         self._servers.append(server)
         if app.config.get("MCP_OAUTH"):  # the app as its own authorization server (flask-mcp[oauth])
-            from .oauth.server import OAuthServer
+            from .auth.oauth.server import OAuthServer
 
             verifier = OAuthServer(app, settings).verifier
         telemetry = Telemetry(settings.version, server.methods.rounds) if settings.telemetry else None
@@ -218,7 +175,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
     def tool(self, fn: Callable[..., Any] | None = None, **options: Unpack[ToolOptions]) -> Any:
         """Register a function as a tool; the function is returned unchanged.
 
-        Bare (``@mcp.tool``) or with options (:class:`~flask_mcp.options.ToolOptions`):
+        Bare (``@mcp.tool``) or with options (:class:`~flask_mcp.features.options.ToolOptions`):
         ``name``, ``title``, ``description`` (default: the docstring), ``annotations``
         (``readOnlyHint``...), ``icons``, ``meta`` and ``input_schema`` (a raw JSON
         Schema that replaces the one built from type hints; you then validate the
@@ -284,6 +241,18 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
     def tools(self) -> ToolRegistry:
         return self._tools
 
+    def declared_scopes(self) -> tuple[str, ...]:
+        """Every scope a registered tool, resource, prompt or skill asks for (what the
+        RFC 9728 metadata lists when ``MCP_AUTH_SCOPES`` is not set), sorted."""
+        found = (self._tools.declared_scopes() | self._resources.declared_scopes()
+                 | self._prompts.declared_scopes() | self._skills.declared_scopes())
+        return tuple(sorted(found))
+
+    @property
+    def config_overrides(self) -> dict[str, Any]:
+        """The constructor's keyword arguments that beat the app's ``MCP_*`` keys."""
+        return dict(self._overrides)
+
     # ------------------------------------------------------------------ instructions
 
     def instructions(self, fn: F) -> F:
@@ -311,13 +280,13 @@ def _tasks(app: Flask, backend: Backend, settings: Settings) -> Tasks | None:
     queue = None
     if settings.task_runner == "celery":
         try:
-            from . import task_celery
+            from .tasks import celery as celery_runner
         except ImportError as exc:
             raise ConfigError(
                 f'MCP_TASK_RUNNER = "celery" needs Celery: pip install "flask-mcp[celery]" ({exc})'
             ) from None
-        task_celery.register(app)
-        queue = TaskQueue(task_celery.send)
+        celery_runner.register(app)
+        queue = TaskQueue(celery_runner.send)
     ttl = settings.task_ttl
     return watch(Tasks(
         backend.tasks,

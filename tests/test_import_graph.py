@@ -1,12 +1,14 @@
-"""The package's modules import each other without cycles.
+"""The package's modules import each other without cycles, and each part of
+the package imports only the parts below it (CONTRIBUTING.md, "Parts").
 
 The graph is read from the source (``ast``), not from ``sys.modules`` after an
 import, so it also sees the imports inside functions (the lazy ones, which a
 cycle can hide behind until the one call path that runs them).
 
-Imports under ``if TYPE_CHECKING:`` are left out: they never run, so they
-cannot leave a module half-initialised, and they are how an annotation names
-a type from a layer above without depending on it at run time.
+Imports under ``if TYPE_CHECKING:`` never run, so they cannot leave a module
+half-initialised; the runtime graph leaves them out. They still tie the code
+together, so the layering rules and a second cycle check count them too: a
+type a lower part needs from a higher one is written as a protocol below.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "flask_mcp"
 
@@ -48,17 +52,24 @@ def _runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
         yield from _runtime_imports(node)
 
 
-def import_graph(package: Path) -> dict[str, set[str]]:
-    """Which of the package's modules each of its modules imports.
+def _all_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement at any depth, those for type checkers included."""
+    return (node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom))
+
+
+def import_graph(package: Path, *, type_only: bool = False) -> dict[str, set[str]]:
+    """Which of the package's modules each of its modules imports (with
+    ``type_only``, counting the imports under ``if TYPE_CHECKING:`` too).
 
     ``from pkg import name`` counts as importing ``pkg.name`` when that is a
     module, else as importing ``pkg`` (whose ``__init__`` defines ``name``).
     """
     modules = _modules(package)
+    imports = _all_imports if type_only else _runtime_imports
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
         here = name if is_package else name.rpartition(".")[0]
-        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 graph[name].update(alias.name for alias in node.names if alias.name in modules)
                 continue
@@ -115,8 +126,9 @@ def _describe(graph: dict[str, set[str]], component: list[str]) -> str:
     return "\n".join([f"cycle of {len(component)} modules:", *edges])
 
 
-def test_flask_mcp_has_no_import_cycle() -> None:
-    graph = import_graph(PACKAGE)
+@pytest.mark.parametrize("type_only", [False, True], ids=["at-run-time", "type-only-imports-too"])
+def test_flask_mcp_has_no_import_cycle(type_only: bool) -> None:
+    graph = import_graph(PACKAGE, type_only=type_only)
     assert "flask_mcp.protocol.server" in graph  # the graph did find the package
     found = cycles(graph)
     assert found == [], "\n".join(_describe(graph, c) for c in found)
@@ -173,6 +185,7 @@ def test_an_import_only_for_type_checking_is_not_a_cycle(tmp_path: Path) -> None
     graph = import_graph(package)
     assert graph["pkg.b"] == set()
     assert cycles(graph) == []
+    assert cycles(import_graph(package, type_only=True)) == [["pkg.a", "pkg.b"]]
 
 
 def test_no_protocol_module_imports_flask_or_werkzeug_even_inside_a_function() -> None:
@@ -187,21 +200,87 @@ def test_no_protocol_module_imports_flask_or_werkzeug_even_inside_a_function() -
     assert offenders == []
 
 
-#: Which parts of the package each layer may import (CONTRIBUTING.md, "Layers").
-LAYERS = {
-    "flask_mcp.protocol": ("flask_mcp.protocol",),
-    "flask_mcp.backends": ("flask_mcp.backends", "flask_mcp.protocol"),
+#: The parts of the package, and which other parts each may import (its own
+#: modules aside), type-only imports included. A folder is a part with all its
+#: subfolders; a module at the top is a part of its own. Every module belongs
+#: to one part: a new one must be given its place here (and in CONTRIBUTING.md).
+PARTS: dict[str, frozenset[str]] = {
+    "protocol": frozenset(),
+    "config": frozenset(),
+    "environment": frozenset(),
+    "gunicorn_conf": frozenset(),
+    "backends": frozenset({"protocol"}),
+    "errors": frozenset({"protocol"}),
+    "testing": frozenset({"protocol"}),
+    "asking": frozenset({"protocol", "errors"}),
+    "auth": frozenset({"protocol", "backends", "config", "errors"}),
+    "telemetry": frozenset({"protocol", "backends"}),
+    "context": frozenset({"protocol", "asking", "auth", "config", "errors"}),
+    "tasks": frozenset({"protocol", "auth", "telemetry"}),
+    "features": frozenset({"protocol", "auth", "context", "config", "errors"}),
+    "http": frozenset({"protocol", "backends", "auth", "telemetry", "config", "errors"}),
 }
+#: The parts that sit on everything else: the command line (all but the
+#: extension, which adds it), the extension, and the package's public names.
+PARTS["cli"] = frozenset(PARTS)
+PARTS["extension"] = frozenset(PARTS) - {"extension"}
+PARTS["__init__"] = frozenset(PARTS) - {"__init__"}
+#: The folders among the parts (each has an ``__init__`` docstring naming what it may import).
+FOLDERS = sorted(name for name in PARTS if (PACKAGE / name).is_dir())
 
 
-def test_each_layer_imports_only_the_layers_below_it() -> None:
-    graph = import_graph(PACKAGE)
+def part_of(module: str) -> str:
+    """``flask_mcp.auth.oauth.server`` -> ``auth``; ``flask_mcp.context`` -> ``context``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_module_belongs_to_a_part_with_rules() -> None:
+    unplaced = sorted(m for m in _modules(PACKAGE) if part_of(m) not in PARTS)
+    assert unplaced == [], "give each new part its rules in PARTS (and CONTRIBUTING.md, 'Parts')"
+
+
+def test_each_part_imports_only_the_parts_it_may() -> None:
+    graph = import_graph(PACKAGE, type_only=True)
     crossings = [
         f"{module} -> {target}"
         for module, targets in sorted(graph.items())
-        for layer, allowed in LAYERS.items()
-        if module == layer or module.startswith(layer + ".")
         for target in sorted(targets)
-        if not any(target == a or target.startswith(a + ".") for a in allowed)
+        if part_of(target) != part_of(module) and part_of(target) not in PARTS[part_of(module)]
     ]
     assert crossings == []
+
+
+def test_the_layering_rules_the_issue_named_hold_in_the_table() -> None:
+    """The core imports no other part; authentication, telemetry and the task
+    runners never import the WSGI layer; nothing but the extension, the command
+    line and the package's public names sits above the declared features."""
+    assert PARTS["protocol"] == frozenset()
+    assert all("http" not in PARTS[name] for name in ("auth", "telemetry", "tasks", "features", "backends"))
+    assert {name for name, allowed in PARTS.items() if "extension" in allowed} == {"__init__"}
+    assert {name for name, allowed in PARTS.items() if "http" in allowed} == {"cli", "extension", "__init__"}
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_each_folder_says_what_lives_there_and_what_it_may_import(folder: str) -> None:
+    init = PACKAGE / folder / "__init__.py"
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    assert len(docstring.split()) >= 20, f"flask_mcp/{folder}/__init__.py: say what lives there"
+    assert "import" in docstring, f"flask_mcp/{folder}/__init__.py: say what it may import"
+    unnamed = sorted(name for name in PARTS[folder] if f"``{name}``" not in docstring)
+    if folder not in ("cli",):  # the command line's may-import is "every part but the extension"
+        assert unnamed == [], f"flask_mcp/{folder}/__init__.py does not name what it may import: {unnamed}"
+
+
+def test_every_subfolder_of_the_package_has_a_docstring() -> None:
+    missing = [
+        init.relative_to(PACKAGE.parent).as_posix()
+        for init in sorted(PACKAGE.rglob("__init__.py"))
+        if not ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    ]
+    assert missing == []
+
+
+def test_the_top_level_holds_at_most_a_dozen_modules() -> None:
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= 12, top

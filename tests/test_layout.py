@@ -16,7 +16,8 @@ from conftest import ROOT
 
 TESTS = ROOT / "tests"
 #: Folders of the suite that mirror a subpackage of flask_mcp.
-MIRRORS = ("protocol", "backends", "cli", "oauth")
+MIRRORS = ("protocol", "backends", "features", "features/skills", "auth", "auth/oauth", "http", "telemetry", "tasks",
+           "cli")
 #: Third-party files installed into the test tree (the conformance suite's npm packages).
 VENDORED = "node_modules"
 
@@ -54,6 +55,14 @@ def test_no_test_folder_is_a_package() -> None:
 def test_contributing_describes_every_folder_that_holds_tests() -> None:
     text = (ROOT / "CONTRIBUTING.md").read_text()
     section = text[text.index("## Where tests go"):]
-    described = set(re.findall(r"^tests/([a-z0-9_]+)/", section, flags=re.MULTILINE))
+    described = set(re.findall(r"^tests/([a-z0-9_/]+)/ ", section, flags=re.MULTILINE))
     assert set(MIRRORS) | {"e2e"} <= described
     assert folders_with_tests() <= described, "describe the new folder in CONTRIBUTING.md, 'Where tests go'"
+
+
+def test_every_subpackage_of_flask_mcp_has_a_test_folder() -> None:
+    """The suite mirrors the package: a new folder of flask_mcp/ gets its own under tests/ (a backend's
+    own subpackage, such as backends/sqlite/, is tested in tests/backends/test_<name>.py)."""
+    package = ROOT / "flask_mcp"
+    subpackages = {p.parent.name for p in package.glob("*/__init__.py")}
+    assert subpackages <= set(MIRRORS), f"add tests/<folder>/ (and MIRRORS) for {sorted(subpackages - set(MIRRORS))}"

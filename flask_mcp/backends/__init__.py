@@ -2,7 +2,9 @@
 ``memory://``, ``sqlite://`` (the default), ``redis://``, ``redis+cluster://``,
 a scheme an installed package registers, or an object the app already has (a
 ``redis.Redis`` or ``RedisCluster`` client, a cachelib cache, its own store). The contracts a backend implements are in
-``contracts.py``; the choice by scheme is ``registry.py``."""
+``contracts.py``; the choice by scheme is ``registry.py``.
+
+May import ``protocol`` only (the contracts are the core's store protocols)."""
 
 from .contracts import (
     Backend,

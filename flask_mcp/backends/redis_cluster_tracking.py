@@ -19,20 +19,25 @@ As on one server, a copy is never served past ``cache_max_age``."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import redis
-from redis.cluster import ClusterNode
+from redis.cluster import ClusterNode, RedisCluster
 
 from .redis_tracking import MISSING, TrackedCache
 
-if TYPE_CHECKING:
-    from .redis_cluster import ClusterClient
+
+class ClusterClient(Protocol):
+    """What the copies use of ``redis_cluster.ClusterClient`` (kept as a protocol
+    so that this module, which that one imports, does not import it back)."""
+
+    @property
+    def cluster(self) -> RedisCluster: ...
 
 
 def node_pool(client: ClusterClient, node: ClusterNode, max_connections: int) -> redis.ConnectionPool:
     """A new pool to ``node`` made like the cluster client's own pool to it."""
-    own = client.get_redis_connection(node).connection_pool
+    own = client.cluster.get_redis_connection(node).connection_pool
     kwargs = {k: v for k, v in own.connection_kwargs.items() if "maint_notifications" not in k}
     return redis.ConnectionPool(connection_class=own.connection_class, max_connections=max_connections, **kwargs)
 

@@ -5,6 +5,8 @@ yourapp mcp --help`` lists them for any app using flask-mcp (and for no
 other). This package is the only part of flask-mcp that imports click. The
 commands' modules are imported when a command runs, not when the group is
 added: a gunicorn worker that never runs one does not pay for them.
+
+May import every part of flask_mcp but the extension, which adds the group.
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
-from ..protocol.task_methods import TASKS_EXTENSION
-from ..protocol.task_records import INPUT_REQUIRED, TERMINAL
+from ..protocol.task_records import INPUT_REQUIRED, TASKS_EXTENSION, TERMINAL
 from ..testing import MCPResponse, MCPTestClient
 from .endpoint import Caller, Endpoint, ProtocolFailure, caller_options
 

@@ -20,12 +20,12 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from ..auth import InvalidToken, VerifierUnavailable
+from ..auth.tokens import InvalidToken, VerifierUnavailable
+from ..auth.verifiers import IntrospectionVerifier, JWTVerifier
 from ..backends.contracts import Backend
 from ..config import DEFAULTS, ConfigError, load_settings
 from ..protocol.session import Session
 from ..protocol.task_records import TaskRecord
-from ..verifiers import IntrospectionVerifier, JWTVerifier
 from .endpoint import Caller, Endpoint, caller_options
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
@@ -49,7 +49,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 def check_configuration(app: Flask) -> Iterator[Finding]:
     state = app.extensions["mcp"]
     try:
-        settings = load_settings(app.config, state.extension._overrides, app.name)
+        settings = load_settings(app.config, state.extension.config_overrides, app.name)
     except ConfigError as exc:
         yield Finding(FAIL, "configuration", str(exc))
         return

@@ -16,7 +16,7 @@ from typing import Any
 import click
 from flask import Flask, current_app
 
-from ..auth import Principal
+from ..auth.tokens import Principal
 from ..testing import MCPResponse, MCPTestClient
 
 #: Exit status for a refusal by the protocol (HTTP error, JSON-RPC error).

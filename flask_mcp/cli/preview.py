@@ -24,7 +24,7 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from ..apps import UI_MIME_TYPE
+from ..features.apps import UI_MIME_TYPE
 from .calling import arguments_options, find_tool, parse_arguments
 from .endpoint import Caller, Endpoint, ProtocolFailure, caller_options, package_version
 

@@ -26,8 +26,8 @@ from .session import SessionStore
 from .shaping import block_for
 from .skill_methods import SkillMethods
 from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
-from .task_methods import TASKS_EXTENSION, Tasks
-from .task_records import FAILED, TERMINAL, TaskRecord
+from .task_methods import Tasks
+from .task_records import FAILED, TASKS_EXTENSION, TERMINAL, TaskRecord
 from .versions import REVISIONS, SUPPORTED_VERSIONS, Revision
 
 Instructions = Callable[[RequestInfo], "str | None"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from .errors import InvalidParams, MissingClientCapability
 from .jsonrpc import RequestId
-from .task_methods import TASKS_EXTENSION, extension_declared
+from .task_records import TASKS_EXTENSION, extension_declared
 
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 

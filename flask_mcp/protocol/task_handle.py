@@ -10,18 +10,32 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .errors import InternalError, MCPError
 from .input_requests import InputRequest, InputRequired
 from .request_info import InvalidToolArguments, RequestCancelled, RequestInfo, ToolEntry, ToolOutcome
 from .session import StoreUnavailable
-from .task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, TaskRecord
-
-if TYPE_CHECKING:
-    from .task_methods import Tasks
+from .task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, TaskRecord, TaskStore
 
 logger = logging.getLogger("flask_mcp")
+
+
+class TaskBook(Protocol):
+    """What a handle needs of the tasks that run it (``task_methods.Tasks``),
+    kept as a protocol so that this module does not import that one back."""
+
+    store: TaskStore
+    clock: Callable[[], float]
+    #: How often a waiting or cancellable task reads its record (seconds).
+    check_interval: float
+
+    def new_record(self, principal: str | None) -> TaskRecord: ...
+
+    def change(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None: ...
+
+    def track(self, handle: TaskHandle, running: bool) -> None:
+        """Count ``handle`` among this process's running tasks, or stop counting it."""
 
 #: The longest a task waiting for answers goes without reading its record (seconds).
 MAX_ANSWER_CHECK_INTERVAL = 0.5
@@ -82,7 +96,7 @@ class TaskHandle:
     (the ``CreateTaskResult``, or what happened before any task began), then
     records the task's progress in the store."""
 
-    def __init__(self, tasks: Tasks, request: RequestInfo) -> None:
+    def __init__(self, tasks: TaskBook, request: RequestInfo) -> None:
         self.tasks = tasks
         self.request = request
         self.record: TaskRecord | None = None
@@ -118,7 +132,7 @@ class TaskHandle:
         record.carried = self.request.carried_now()
         self.tasks.store.create(record)
         self.record = record
-        self.tasks._track(self, True)
+        self.tasks.track(self, True)
         # The core schema's CallToolResult requires ``content``; an empty list keeps
         # this answer to tools/call valid for clients that check it against that
         # schema (extra members are allowed in a CreateTaskResult).
@@ -148,7 +162,7 @@ class TaskHandle:
 
     def finish(self, settle: Callable[[TaskRecord], bool]) -> None:
         assert self.record is not None
-        self.tasks._track(self, False)
+        self.tasks.track(self, False)
         now = self.tasks.clock()
 
         def change(record: TaskRecord) -> bool:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .bus import EVENTS_CHANNEL, MessageBus
 from .errors import InternalError, InvalidParams, MCPError, MissingClientCapability
@@ -30,16 +30,21 @@ from .input_requests import well_formed
 from .request_info import RequestInfo, ToolEntry, ToolOutcome
 from .session import StoreUnavailable
 from .task_handle import TaskHandle, execute, settle
-from .task_records import CANCELLED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, TaskStore
+from .task_records import (
+    CANCELLED,
+    FAILED,
+    INPUT_REQUIRED,
+    TASKS_EXTENSION,
+    WORKING,
+    TaskRecord,
+    TaskStore,
+    extension_declared,
+)
 
 if TYPE_CHECKING:
     from .observe import TaskObserver
-    from .queued_tasks import TaskQueue
 
 logger = logging.getLogger("flask_mcp")
-
-#: The extension's identifier, in ``capabilities.extensions``.
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 #: What ``@mcp.tool(task=...)`` accepts: may, or must, run as a task.
 TASK_SUPPORT = ("optional", "required")
@@ -49,12 +54,6 @@ TASK_STARTS = ("call", "explicit")
 
 #: The methods the extension adds (``tasks/result`` and ``tasks/list`` are gone in 2026).
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-
-
-def extension_declared(client_capabilities: dict[str, Any]) -> bool:
-    """Whether these client capabilities name the tasks extension."""
-    extensions = client_capabilities.get("extensions")
-    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
 
 
 def declares_extension(request: RequestInfo) -> bool:
@@ -75,6 +74,15 @@ def _missing_extension(what: str) -> MissingClientCapability:
     )
 
 
+class Queue(Protocol):
+    """Runs started tasks somewhere else than a thread here
+    (``queued_tasks.TaskQueue``, for ``MCP_TASK_RUNNER = "celery"``)."""
+
+    def enqueue(
+        self, tasks: Tasks, request: RequestInfo, tool: ToolEntry, arguments: dict[str, Any]
+    ) -> ToolOutcome | dict[str, Any]: ...
+
+
 class Tasks:
     """The tasks extension of one server: the ``tasks/*`` methods and the
     runner that turns a tool call into a task."""
@@ -90,7 +98,7 @@ class Tasks:
         check_interval: float = 0.05,
         bus: MessageBus | None = None,
         max_running: int | None = None,
-        queue: TaskQueue | None = None,
+        queue: Queue | None = None,
     ) -> None:
         self.store = store
         #: Where started tasks go instead of a thread here (``None``: threads).
@@ -291,7 +299,7 @@ class Tasks:
                 logger.warning("Could not fail task %s: the store is unavailable", handle.task_id)
         return failed
 
-    def _track(self, handle: TaskHandle, running: bool) -> None:
+    def track(self, handle: TaskHandle, running: bool) -> None:
         with self._running_lock:
             if running:
                 self._running.add(handle)

@@ -9,12 +9,21 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+#: The tasks extension's identifier, in ``capabilities.extensions``.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
 WORKING = "working"
 INPUT_REQUIRED = "input_required"
 COMPLETED = "completed"
 FAILED = "failed"
 CANCELLED = "cancelled"
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+
+def extension_declared(client_capabilities: dict[str, Any]) -> bool:
+    """Whether these client capabilities name the tasks extension."""
+    extensions = client_capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
 
 
 def iso(timestamp: float) -> str:

@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import BlobResourceContents, PaginatedRequestParams, Request, RequestParams, Result, TextResourceContents
 from pydantic import ConfigDict
 
-from flask_mcp.frontmatter import parse, split
+from flask_mcp.features.skills.frontmatter import parse, split
 
 pytestmark = pytest.mark.e2e
 

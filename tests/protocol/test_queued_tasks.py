@@ -1,7 +1,7 @@
 """Task tools run by a task queue (``MCP_TASK_RUNNER = "celery"``), without the
 broker: the web side through Flask's test client, the queue worker's side by
 calling ``resume_task`` with the request the Celery message carries (JSON, as
-``flask_mcp.task_celery`` writes and reads it). Real Celery workers:
+``flask_mcp.tasks.celery`` writes and reads it). Real Celery workers:
 tests/e2e/test_e2e_celery.py."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from flask_mcp.protocol.request_info import RequestInfo
 from flask_mcp.protocol.task_records import TaskRecord
 from flask_mcp.testing import MCPTestClient
 
-pytest.importorskip("flask_mcp.task_celery", reason="the celery extra is not installed")
-from flask_mcp import task_celery  # noqa: E402
+pytest.importorskip("flask_mcp.tasks.celery", reason="the celery extra is not installed")
+from flask_mcp.tasks import celery as celery_runner  # noqa: E402
 
 WITH_TASKS: dict[str, Any] = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -80,12 +80,12 @@ class Harness:
         self.client = MCPTestClient(self.app, capabilities=WITH_TASKS)
 
     def send(self, record: TaskRecord, request: RequestInfo, tool: str, arguments: dict[str, Any]) -> None:
-        self.sent.append(json.loads(json.dumps(task_celery.payload(record.task_id, request))))
+        self.sent.append(json.loads(json.dumps(celery_runner.payload(record.task_id, request))))
 
     def work(self, message: dict[str, Any]) -> str | None:
         """What a Celery worker does with one message."""
         with self.app.app_context():
-            return task_celery.run(message)
+            return celery_runner.run(message)
 
     def work_in_background(self, message: dict[str, Any]) -> threading.Thread:
         thread = threading.Thread(target=self.work, args=(message,), daemon=True)

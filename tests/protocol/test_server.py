@@ -17,11 +17,11 @@ from conftest import validate_message
 
 from flask_mcp.backends import MemoryMessageBus, MemorySessionStore
 from flask_mcp.backends.memory import MemoryEventLog
+from flask_mcp.features.tools import Tool, ToolRegistry
 from flask_mcp.protocol import Reply, Server, ServerInfo
 from flask_mcp.protocol.bus import reply_channel
 from flask_mcp.protocol.events import StreamRecorder
 from flask_mcp.protocol.meta import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY
-from flask_mcp.tools import Tool, ToolRegistry
 
 STATELESS = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")

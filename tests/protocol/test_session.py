@@ -8,11 +8,11 @@ from dataclasses import fields
 from typing import Any
 
 from flask_mcp.backends import BackendUnavailable, MemorySessionStore
+from flask_mcp.features.tools import ToolRegistry
 from flask_mcp.protocol import Server, ServerInfo
 from flask_mcp.protocol.request_info import RequestInfo
 from flask_mcp.protocol.session import Session
 from flask_mcp.protocol.versions import REVISIONS
-from flask_mcp.tools import ToolRegistry
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}

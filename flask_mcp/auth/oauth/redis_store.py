@@ -1,0 +1,130 @@
+"""The :class:`~flask_mcp.auth.oauth.store.OAuthStore` for several hosts: Redis.
+Each token is a hash (its record, and the ``revoked`` / ``rotated`` flags
+set atomically), indexed by refresh token, family and user; everything
+expires with its refresh token, codes with their own short lifetime."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, replace
+from typing import Any
+
+from .store import CodeRecord, Connection, TokenRecord
+
+#: Set a flag of a token hash from 0 to 1; 1 only for the caller that changed it.
+#: A hash that expired is left absent (never recreated holding just the flag).
+_RAISE_FLAG = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == '0' then
+    redis.call('HSET', KEYS[1], ARGV[1], '1')
+    return 1
+end
+return 0
+"""
+
+
+class RedisOAuthStore:
+    """Codes and tokens in Redis, under ``prefix``."""
+
+    def __init__(self, client: Any, prefix: str = "flask-mcp:oauth:") -> None:
+        self.redis = client
+        self.prefix = prefix
+        self._raise_flag = client.register_script(_RAISE_FLAG)
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "flask-mcp:oauth:") -> RedisOAuthStore:
+        import redis
+
+        return cls(redis.Redis.from_url(url), prefix)
+
+    def _key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    def save_client(self, client_id: str, document: dict[str, Any]) -> None:
+        self.redis.set(self._key("client", client_id), json.dumps(document))
+
+    def client_document(self, client_id: str) -> dict[str, Any] | None:
+        raw = self.redis.get(self._key("client", client_id))
+        return json.loads(raw) if raw else None
+
+    def save_code(self, record: CodeRecord) -> None:
+        ttl = max(1, int(record.expires_at - time.time()) + 1)
+        self.redis.set(self._key("code", record.code_hash), json.dumps(asdict(record)), ex=ttl)
+
+    def take_code(self, code_hash: str) -> CodeRecord | None:
+        raw = self.redis.getdel(self._key("code", code_hash))
+        return CodeRecord(**json.loads(raw)) if raw else None
+
+    def save_token(self, record: TokenRecord, client_name: str) -> None:
+        ttl = max(1, int(record.refresh_expires_at - time.time()) + 1)
+        key = self._key("token", record.access_hash)
+        pipe = self.redis.pipeline()
+        pipe.hset(key, mapping={"record": json.dumps(asdict(record)), "client_name": client_name,
+                                "revoked": int(record.revoked), "rotated": int(record.rotated)})
+        pipe.expire(key, ttl)
+        if record.refresh_hash:
+            pipe.set(self._key("refresh", record.refresh_hash), record.access_hash, ex=ttl)
+        for index in (self._key("family", record.family), self._key("user", record.user_id)):
+            pipe.sadd(index, record.access_hash)
+            pipe.expire(index, ttl, gt=True)
+            pipe.expire(index, ttl, nx=True)
+        pipe.execute()
+
+    def _load(self, access_hash: str) -> tuple[TokenRecord, str] | None:
+        fields = self.redis.hgetall(self._key("token", access_hash))
+        if b"record" not in fields:  # gone, or (written by an older version) only a flag left
+            return None
+        record = TokenRecord(**json.loads(fields[b"record"]))
+        record = replace(record, revoked=fields[b"revoked"] == b"1", rotated=fields[b"rotated"] == b"1")
+        return record, fields[b"client_name"].decode()
+
+    def token_by_access(self, access_hash: str) -> TokenRecord | None:
+        found = self._load(access_hash)
+        return found[0] if found else None
+
+    def token_by_refresh(self, refresh_hash: str) -> TokenRecord | None:
+        access_hash = self.redis.get(self._key("refresh", refresh_hash))
+        return self.token_by_access(access_hash.decode()) if access_hash else None
+
+    def _flag(self, access_hashes: Any, flag: str) -> int:
+        """Raise ``flag`` on each token still stored; how many this call changed."""
+        changed = 0
+        for access_hash in access_hashes:
+            key = self._key("token", access_hash.decode() if isinstance(access_hash, bytes) else access_hash)
+            changed += int(self._raise_flag(keys=[key], args=[flag]))
+        return changed
+
+    def claim_rotation(self, refresh_hash: str) -> bool:
+        # The refresh -> access index never changes, so only the flag needs the atomic step.
+        access_hash = self.redis.get(self._key("refresh", refresh_hash))
+        return bool(access_hash) and self._flag([access_hash], "rotated") == 1
+
+    def revoke_family(self, family: str) -> None:
+        # A second look catches a token saved into the family while the first pass ran.
+        first = self.redis.smembers(self._key("family", family))
+        self._flag(first, "revoked")
+        self._flag(self.redis.smembers(self._key("family", family)) - first, "revoked")
+
+    def connections(self, user_id: str) -> list[Connection]:
+        now = time.time()
+        found: dict[str, Connection] = {}
+        for access_hash in self.redis.smembers(self._key("user", user_id)):
+            loaded = self._load(access_hash.decode())
+            if loaded is None or loaded[0].revoked or loaded[0].refresh_expires_at <= now:
+                continue
+            record, name = loaded
+            seen = found.get(record.client_id)
+            found[record.client_id] = Connection(
+                record.client_id, name, record.scope,
+                min(record.issued_at, seen.first_connected) if seen else record.issued_at,
+                max(record.issued_at, seen.last_issued) if seen else record.issued_at,
+            )
+        return [found[k] for k in sorted(found)]
+
+    def revoke_client(self, user_id: str, client_id: str) -> int:
+        live = []
+        for access_hash in self.redis.smembers(self._key("user", user_id)):
+            loaded = self._load(access_hash.decode())
+            if loaded is not None and loaded[0].client_id == client_id and not loaded[0].revoked:
+                live.append(access_hash)
+        return self._flag(live, "revoked")

@@ -1,0 +1,393 @@
+"""The four thin views: HTTP checks, then the sans-IO core, then a response.
+
+``POST /mcp`` (JSON-RPC), ``GET /mcp`` (405: no server-initiated stream),
+``DELETE /mcp`` (end a session), ``GET /mcp/health`` (unauthenticated probe).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from flask import Blueprint, Request, Response, current_app, request
+from flask.sansio.blueprints import BlueprintSetupState
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+
+from ..auth.rebinding import check_host, check_origin
+from ..errors import MCPHTTPException, MethodNotAllowedHere, NotAcceptableMedia, PayloadTooLarge, UnsupportedContentType
+from ..protocol import jsonrpc
+from ..protocol.events import StreamRecorder
+from ..protocol.session import StoreUnavailable
+from ..protocol.transport import Reply, store_unavailable
+from . import sse, streaming
+from .held_response import HeldResponse
+from .json_response import json_response
+
+if TYPE_CHECKING:
+    from ..auth.tokens import Principal
+    from .state import MCPState
+
+logger = logging.getLogger("flask_mcp")
+
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream"
+
+
+def create_blueprint() -> Blueprint:
+    bp = Blueprint("mcp", __name__)
+    bp.add_url_rule("", "post", _post, methods=["POST"])
+    bp.add_url_rule("", "get", _get, methods=["GET"])
+    bp.add_url_rule("", "delete", _delete, methods=["DELETE"])
+    bp.add_url_rule("", "other", _other, methods=["PUT", "PATCH"])
+    bp.add_url_rule("/health", "health", _health, methods=["GET"])
+    bp.register_error_handler(Exception, _unexpected)
+    bp.record(_refuse_unlisted_methods)
+    return bp
+
+
+def _refuse_unlisted_methods(setup: BlueprintSetupState) -> None:
+    """A method none of the endpoint's rules lists (``FOO``, ``TRACE``...) is
+    refused by Werkzeug's router before any view or blueprint error handler
+    runs, with an HTML page. An app-wide hook turns that refusal, on the
+    endpoint's own paths only, into its JSON-RPC ``405`` with ``Allow``."""
+    endpoint = setup.url_prefix or "/"
+    allowed = {endpoint: ("POST", "DELETE"), endpoint.rstrip("/") + "/health": ("GET",)}
+
+    def refuse() -> None:
+        req = _request()
+        methods = allowed.get(req.path) if isinstance(req.routing_exception, MethodNotAllowed) else None
+        if methods is not None:
+            _guard(_state(), req)
+            raise MethodNotAllowedHere(f"{req.method} is not supported here: use {' or '.join(methods)}.", methods)
+
+    setup.app.before_request(refuse)
+
+
+def _state() -> MCPState:
+    return current_app.extensions["mcp"]  # type: ignore[no-any-return]
+
+
+def _request() -> Request:
+    """The request object itself: one proxy lookup instead of one per attribute."""
+    return request._get_current_object()  # type: ignore[attr-defined,no-any-return]
+
+
+def _guard(state: MCPState, req: Request | None = None) -> None:
+    """DNS-rebinding checks, first of all (spec digest section 1, step 1)."""
+    settings = state.settings
+    if not settings.dns_rebinding_protection:
+        return
+    req = req if req is not None else _request()
+    environ = req.environ
+    host = req.host
+    check_host(environ.get("SERVER_NAME", ""), host, settings)
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is not None:
+        check_origin(origin, host, req.scheme, settings)
+
+
+def _caller(state: MCPState) -> Principal | None:
+    """Authentication (400/401/503) then the endpoint's rate limit (429): step 2
+    of the spec digest's ladder. ``None`` when the app does not authenticate.
+    Refused attempts count against the caller's address, so guessing tokens
+    (or flooding the authorization server) runs into the limit too."""
+    try:
+        principal = state.authenticator.authenticate() if state.authenticator is not None else None
+    except HTTPException:
+        if state.rate_limits is not None:
+            state.rate_limits.hit_endpoint(None)
+        raise
+    if state.rate_limits is not None:
+        state.rate_limits.hit_endpoint(principal)
+    return principal
+
+
+def _subject(principal: Principal | None) -> str | None:
+    return principal.subject if principal is not None else None
+
+
+def _headers() -> Mapping[str, str]:
+    """The request headers for the core: werkzeug's view looks names up
+    case-insensitively, so no copy is needed."""
+    return request.headers  # type: ignore[return-value]
+
+
+class EnvironHeaderView(Mapping[str, str]):
+    """The request headers as the WSGI environ holds them (PEP 3333), looked up
+    by name in any case: what the core asks for, several times per request,
+    without Werkzeug's general-purpose ``EnvironHeaders`` (own code over the
+    environ, no Werkzeug internals)."""
+
+    __slots__ = ("environ",)
+
+    def __init__(self, environ: Mapping[str, Any]) -> None:
+        self.environ = environ
+
+    def get(self, key: str, default: Any = None) -> Any:
+        name = _ENVIRON_KEYS.get(key)
+        return self.environ.get(name if name is not None else _environ_key(key), default)
+
+    def __getitem__(self, key: str) -> str:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        for key in self.environ:
+            if key.startswith("HTTP_"):
+                yield key[5:].replace("_", "-").title()
+            elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and self.environ[key]:
+                yield key.replace("_", "-").title()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+#: Header name -> environ key, for the names looked up so far (a plain dict: a
+#: lookup costs less than a call through ``functools.lru_cache``).
+_ENVIRON_KEYS: dict[str, str] = {}
+
+
+def _environ_key(name: str) -> str:
+    """Where a header lives in the WSGI environ (PEP 3333: ``HTTP_`` + the name
+    upper-cased with ``-`` as ``_``; the two CGI names without the prefix)."""
+    key = name.upper().replace("-", "_")
+    key = key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"
+    if len(_ENVIRON_KEYS) < 512:  # the names the core asks for, and a few of the app's
+        _ENVIRON_KEYS[name] = key
+    return key
+
+
+def _post() -> Response:
+    req = _request()
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    state: MCPState = app.extensions["mcp"]
+    _guard(state, req)
+    try:
+        principal = _caller(state) if state.checks_callers else None
+    except HTTPException as exc:  # 401, 403, 429: the refusal is watched too
+        if state.telemetry is not None:
+            _refused(state, req, exc)
+        raise
+    environ = req.environ
+    accept = environ.get("HTTP_ACCEPT")
+    wants_stream = False if accept is None or accept in _USUAL_ACCEPT else _negotiate_media(req)
+    if environ.get("CONTENT_TYPE") != JSON and req.mimetype != JSON:  # the usual value needs no parsing
+        raise UnsupportedContentType(
+            f"Content-Type must be {JSON} (got {req.content_type or 'none'!r})."
+        )
+    body = _read_body(req, state.settings.max_content_length)
+    notifications: list[dict[str, Any]] = []
+    reply = state.server.handle_post(
+        EnvironHeaderView(environ), body, notifications.append,
+        _subject(principal), principal,
+        endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
+        # In HeldResponse, before the response's first bytes go out; unless the
+        # app's own response class would replace it (make_response retypes a response).
+        confirm_later=issubclass(HeldResponse, app.response_class),
+    )
+    if reply.listen is not None:
+        if not _accepts_stream(req):
+            raise NotAcceptableMedia("subscriptions/listen answers with an event stream: accept text/event-stream.")
+        bus = state.server.bus
+        assert bus is not None  # the core offers listen streams only with a bus
+        slots = state.stream_slots
+        if not slots.take():  # the worker's other threads stay free for ordinary requests
+            return _render(slots.refusal(reply.listen.subscription_id), wants_stream)
+        try:
+            response = streaming.listen(reply.listen, bus, state.stream_options)
+        except StoreUnavailable as exc:  # the bus is down: 503, the client retries
+            slots.give_back()
+            return _render(store_unavailable(exc, reply.listen.subscription_id), wants_stream)
+        response.call_on_close(slots.give_back)
+        return response
+    if reply.deferred is not None:
+        return streaming.respond(
+            reply.deferred,
+            live=_accepts_stream(req),
+            options=state.stream_options,
+            render=lambda done: _render(done, wants_stream),
+            recorder=_recorder(state, reply.resumable_session),
+            streams=state.open_streams,
+        )
+    if notifications and reply.body is not None and _accepts_stream(req):
+        return _render_stream(notifications, reply)  # a 2025-03-26 batch
+    return _render(reply, wants_stream)
+
+
+def _refused(state: MCPState, req: Request, exc: HTTPException) -> None:
+    """Hand a refused POST to telemetry (its body read within the size limit)."""
+    assert state.telemetry is not None
+    try:
+        body = _read_body(req, state.settings.max_content_length)
+    except HTTPException:
+        return
+    headers = EnvironHeaderView(req.environ)
+    state.telemetry.refused(body, exc.code or 400, exc.description or exc.name, headers)
+
+
+def _get() -> Response:
+    state = _state()
+    _guard(state)
+    reply = state.server.check_get(_headers(), _subject(_caller(state)))
+    if reply is not None and reply.resume is not None and state.server.events is not None:
+        if not _accepts_stream(_request()):
+            raise NotAcceptableMedia("Resuming a stream answers with an event stream: accept text/event-stream.")
+        assert state.server.bus is not None  # the core resumes streams only with a bus
+        slots = state.stream_slots
+        if not slots.take():
+            return _render(slots.refusal(None), False)
+        try:
+            response = streaming.resume(reply.resume, state.server.events, state.server.bus, state.stream_options)
+        except BaseException:
+            slots.give_back()
+            raise
+        response.call_on_close(slots.give_back)
+        return response
+    if reply is not None:
+        return _render(reply, False)
+    raise MethodNotAllowedHere(
+        "This server opens no server-initiated stream: POST JSON-RPC requests to this "
+        "endpoint (GET is only for resuming a stream, with Last-Event-ID)."
+    )
+
+
+def _recorder(state: MCPState, session_id: str | None) -> StreamRecorder | None:
+    """Keeps a 2025-11-25 session's response stream in the event log, so the
+    client can resume it on any worker after a dropped connection."""
+    server = state.server
+    if session_id is None or server.events is None or server.bus is None:
+        return None
+    return StreamRecorder(server.events, session_id, server.bus.publish)
+
+
+def _other() -> Response:
+    _guard(_state())
+    raise MethodNotAllowedHere(f"{request.method} is not supported: use POST (or DELETE to end a session).")
+
+
+def _delete() -> Response:
+    state = _state()
+    _guard(state)
+    return _render(state.server.handle_delete(_headers(), _subject(_caller(state))), False)
+
+
+def _health() -> Response:
+    settings = _state().settings
+    return _json_response({"status": "ok", "server": settings.name, "version": settings.version}, 200)
+
+
+#: What every MCP client sends: answered without parsing the header.
+_USUAL_ACCEPT = frozenset({"application/json, text/event-stream", "text/event-stream, application/json"})
+
+
+def _negotiate_media(req: Request) -> bool:
+    """True when the answer must be an event stream (the client takes no JSON)."""
+    value = req.environ.get("HTTP_ACCEPT")
+    if value is None or value in _USUAL_ACCEPT:
+        return False
+    accept = req.accept_mimetypes
+    if accept.best_match([JSON]) is not None:
+        return False
+    if accept.best_match([EVENT_STREAM]) is not None:
+        return True
+    raise NotAcceptableMedia(
+        f"The client must accept {JSON} or {EVENT_STREAM} (Accept: {value!r})."
+    )
+
+
+def _accepts_stream(req: Request) -> bool:
+    """Whether notifications can precede the result (the client takes SSE)."""
+    value = req.environ.get("HTTP_ACCEPT")
+    if value is None or value in _USUAL_ACCEPT:
+        return True
+    return req.accept_mimetypes.best_match([EVENT_STREAM]) is not None
+
+
+def _read_body(req: Request, limit: int) -> bytes:
+    """The body, refused with 413 past ``MCP_MAX_CONTENT_LENGTH`` (and past
+    Flask's ``MAX_CONTENT_LENGTH``, which ``req.stream`` enforces), read
+    through Werkzeug's stream: a later ``request.get_data()`` finds it consumed,
+    as after any view, and a chunked body stops at the limit."""
+    environ = req.environ
+    value = environ.get("CONTENT_LENGTH")
+    if value is not None and value.isascii() and value.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ:
+        length: int | None = int(value)  # the usual request, without parsing it twice
+    else:
+        length = req.content_length
+    if length is not None and length > limit:
+        raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
+    want = limit + 1 if length is None else length
+    stream = req.stream
+    body = stream.read(want)  # the usual request: all of it at once
+    while len(body) < want:  # a raw read may return less than asked before the end
+        more = stream.read(want - len(body))
+        if not more:
+            break
+        body += more
+    if length and not body:  # a before_request hook read the stream: take what it kept
+        body = req.get_data(cache=False)
+    if len(body) > limit:
+        raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
+    return body
+
+
+def _render(reply: Reply, wants_stream: bool) -> Response:
+    if reply.body is None:
+        response = Response(status=reply.status, headers=reply.headers)
+        del response.headers["Content-Type"]
+        return response
+    data = jsonrpc.encode(reply.body)
+    cls = Response if reply.unconfirmed is None else HeldResponse
+    if wants_stream and _answers_a_request(reply.body):
+        headers = {**reply.headers, **sse.SSE_HEADERS}
+        response = cls(sse.event(data), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
+    else:
+        response = json_response(data, reply.status, cls)
+        for name, value in reply.headers.items():  # quicker than Response(headers=...)
+            response.headers[name] = value
+    if isinstance(response, HeldResponse):  # a new session, its write not confirmed yet
+        response.confirm = reply.unconfirmed
+        response.render = lambda failed: _render(failed, wants_stream)
+    return response
+
+
+def _answers_a_request(body: Any) -> bool:
+    """Whether an event stream may carry ``body``: an answer a client can match
+    (an id, or a batch). An error without an id (a parse error) goes as JSON."""
+    return isinstance(body, list) or (isinstance(body, dict) and "id" in body)
+
+
+def _render_stream(notifications: list[dict[str, Any]], reply: Reply) -> Response:
+    """The request's notifications, then its result, as one SSE stream."""
+
+    def events() -> Iterator[bytes]:
+        for message in notifications:
+            yield sse.event(jsonrpc.encode(message))
+        yield sse.event(jsonrpc.encode(reply.body))
+
+    headers = {**reply.headers, **sse.SSE_HEADERS}
+    return Response(sse.guarded(events()), status=reply.status, headers=headers, mimetype=EVENT_STREAM)
+
+
+def _json_response(payload: Any, status: int) -> Response:
+    return json_response(jsonrpc.encode(payload), status)
+
+
+def _unexpected(error: Exception) -> Response | MCPHTTPException:
+    """Anything our views did not foresee: logged, and a JSON-RPC error without
+    internals (never a traceback or an HTML page)."""
+    if isinstance(error, MCPHTTPException):
+        return error
+    if isinstance(error, HTTPException):
+        body = {"jsonrpc": "2.0", "error": {"code": -32600, "message": error.description or error.name}}
+        response = _json_response(body, error.code or 400)
+        for name, value in error.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response
+    logger.exception("Unexpected error in the MCP endpoint", exc_info=error)
+    body = {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Internal server error; see the server log."}}
+    return _json_response(body, 500)

@@ -1,0 +1,124 @@
+"""Task tools on Celery (``MCP_TASK_RUNNER = "celery"``, docs/celery.md).
+
+The web worker stores the task and sends :data:`TASK_NAME` to the app's Celery
+app (``app.extensions["celery"]``, Flask's documented pattern); a Celery worker
+runs the tool in the Flask app's context against the same task store. The
+Celery task acknowledges late and is rejected back to the queue when its
+worker process dies, so another worker runs it again (see
+:mod:`flask_mcp.protocol.queued_tasks`). Needs the ``celery`` extra.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from celery import shared_task
+from flask import Flask, current_app, has_app_context
+
+from ..auth.tokens import Principal
+from ..protocol.errors import InternalError
+from ..protocol.meta import parse_request_meta
+from ..protocol.request_info import RequestInfo
+from ..protocol.task_records import TaskRecord
+from ..protocol.versions import REVISIONS
+
+#: The Celery task's name (what ``celery inspect registered`` and Flower show).
+TASK_NAME = "flask_mcp.run_task"
+
+#: Headers never put on the broker: the caller's credentials stay in the web tier.
+_PRIVATE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+#: The Flask apps of this process that run tasks on Celery: a worker whose Celery
+#: app does not push an app context runs the task in the latest one.
+_APPS: weakref.WeakSet[Flask] = weakref.WeakSet()
+
+
+def register(app: Flask) -> None:
+    """Remember ``app`` as one whose tasks this process may run."""
+    _APPS.add(app)
+
+
+def send(record: TaskRecord, request: RequestInfo, tool: str, arguments: dict[str, Any]) -> None:
+    """Queue the task of ``record`` on the app's Celery app (the web worker's part)."""
+    celery = current_app.extensions.get("celery")
+    if celery is None:
+        raise InternalError(
+            'MCP_TASK_RUNNER = "celery" needs the app\'s Celery app in app.extensions["celery"] '
+            "(Flask's Celery pattern; see docs/celery.md)."
+        )
+    celery.send_task(TASK_NAME, args=[payload(record.task_id, request)])
+
+
+def payload(task_id: str, request: RequestInfo) -> dict[str, Any]:
+    """What the Celery message carries: the call as JSON (no credentials)."""
+    auth = request.auth
+    principal = None
+    if isinstance(auth, Principal):
+        principal = {
+            "subject": auth.subject,
+            "scopes": sorted(auth.scopes),
+            "expires_at": auth.expires_at,
+            "client_id": auth.client_id,
+            "audience": list(auth.audience) if auth.audience is not None else None,
+            "claims": dict(auth.claims),
+        }
+    return {
+        "task_id": task_id,
+        "version": request.revision.version,
+        "method": request.method,
+        "params": request.params,
+        "headers": {k: v for k, v in request.headers.items() if k.lower() not in _PRIVATE_HEADERS},
+        "request_id": request.request_id,
+        "client_info": request.client_info,
+        "client_capabilities": request.client_capabilities,
+        "principal": request.principal,
+        "auth": principal,
+        "input_responses": request.input_responses,
+        "endpoint": request.endpoint_url,
+    }
+
+
+def request_from(message: dict[str, Any]) -> RequestInfo:
+    """The ``RequestInfo`` a Celery worker runs the tool with."""
+    revision = REVISIONS[message["version"]]
+    params = message["params"]
+    auth = message.get("auth")
+    return RequestInfo(
+        revision=revision,
+        method=message["method"],
+        params=params,
+        headers=message["headers"],
+        request_id=message.get("request_id"),
+        client_info=message.get("client_info"),
+        client_capabilities=message.get("client_capabilities") or {},
+        meta=parse_request_meta(params) if revision.stateless else None,
+        principal=message.get("principal"),
+        auth=Principal(**auth) if auth else None,
+        input_responses=message.get("input_responses") or {},
+        endpoint=message.get("endpoint"),
+    )
+
+
+def run(message: dict[str, Any]) -> str | None:
+    """Run one queued task in the current app (its status at the end)."""
+    state = current_app.extensions["mcp"]
+    return state.server.methods.resume_task(message["task_id"], request_from(message))  # type: ignore[no-any-return]
+
+
+def _run_queued_task(message: dict[str, Any]) -> str | None:
+    """The Celery task: in the Flask app's context (the app's own Celery task
+    class pushes it; else the app this worker built)."""
+    if has_app_context() and "mcp" in current_app.extensions:
+        return run(message)
+    apps = list(_APPS)
+    if not apps:
+        raise RuntimeError("No Flask app with MCP_TASK_RUNNER = 'celery' was created in this Celery worker.")
+    with apps[-1].app_context():
+        return run(message)
+
+
+#: Acknowledged once it ends, and back in the queue when its worker process dies.
+run_queued_task = shared_task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(
+    _run_queued_task
+)
