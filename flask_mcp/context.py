@@ -3,6 +3,7 @@ annotated ``Context``): who is calling, over which revision, with what."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
@@ -318,6 +319,35 @@ class Context:
         """The client's roots (see :meth:`ask`)."""
         result: list[dict[str, Any]] = self.ask(self.roots(key=key))[0]
         return result
+
+    # ------------------------------------------------------------------ the same, awaited (async def tools)
+
+    async def aask(self, *requests: InputRequest) -> list[Any]:
+        """:meth:`ask` for an ``async def`` tool: the wait for the client runs on a
+        worker thread (with this call's context variables), so the tool's event
+        loop is free for its other awaits meanwhile."""
+        return await asyncio.to_thread(self.ask, *requests)
+
+    async def aelicit(self, message: str, schema: dict[str, Any], *, key: str | None = None) -> ElicitResult:
+        """:meth:`elicit`, awaited (see :meth:`aask`)."""
+        result: ElicitResult = (await self.aask(self.elicitation(message, schema, key=key)))[0]
+        return result
+
+    async def asample(self, messages: str | Sequence[dict[str, Any]], *, max_tokens: int,
+                      **options: Any) -> dict[str, Any]:
+        """:meth:`sample`, awaited (see :meth:`aask`)."""
+        result: dict[str, Any] = (await self.aask(self.sampling(messages, max_tokens=max_tokens, **options)))[0]
+        return result
+
+    async def alist_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`list_roots`, awaited (see :meth:`aask`)."""
+        result: list[dict[str, Any]] = (await self.aask(self.roots(key=key)))[0]
+        return result
+
+    async def areport_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """:meth:`report_progress` from an ``async def`` tool (it waits for nobody:
+        the notification is queued for the stream)."""
+        self.report_progress(progress, total, message)
 
     def _next_key(self, kind: str) -> str:
         self._asked += 1

@@ -6,7 +6,7 @@ import functools
 import inspect
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, Unpack, overload
 
 from flask import Flask, current_app, has_app_context
@@ -15,12 +15,13 @@ from .auth import hardening
 from .auth.bearer import Authenticator
 from .auth.metadata import register_metadata
 from .auth.ratelimit import RateLimits
-from .auth.tokens import Principal, TokenVerifier, as_verifier
+from .auth.tokens import AsyncTokenVerifier, Principal, TokenVerifier, as_verifier
 from .auth.verifiers import verifier_from_settings
 from .backends import Backend, open_backend
 from .backends.contracts import CountableStore, StatusCountingStore
 from .config import DEFAULTS, ConfigError, Settings, load_settings
 from .context import Context
+from .coroutines import synced
 from .environment import unloaded_variables, unloaded_warning
 from .features.options import ToolOptions, check_options
 from .features.resources_and_prompts import ResourcesAndPromptsMixin
@@ -45,6 +46,10 @@ from .telemetry.observer import Telemetry
 logger = logging.getLogger("flask_mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: A token verifier: ``token -> Principal | None`` (plain or ``async def``), or an object with ``verify``.
+V = TypeVar(
+    "V", bound="Callable[[str], Principal | None | Awaitable[Principal | None]] | TokenVerifier | AsyncTokenVerifier"
+)
 InstructionsSource = str | Callable[..., "str | None"]
 
 
@@ -72,7 +77,9 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         self._description = description
         self._website_url = website_url
         self._icons = tuple(dict(icon) for icon in icons or ())
-        self._instructions: InstructionsSource | None = instructions
+        self._instructions: InstructionsSource | None = (
+            synced(instructions, "MCP(instructions=...)") if callable(instructions) else instructions
+        )
         self._tools = ToolRegistry()
         self._tools.on_list_changed.append(self._changed)
         ResourcesAndPromptsMixin.__init__(self, self._changed, self._forget_cached)
@@ -157,10 +164,11 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
 
     # ------------------------------------------------------------------ authentication
 
-    def token_verifier(self, fn: Callable[[str], Principal | None]) -> Callable[[str], Principal | None]:
+    def token_verifier(self, fn: V) -> V:
         """Check bearer tokens with ``fn(token) -> Principal | None`` (or an object
-        with ``verify(token)``) when ``MCP_AUTH`` is on; beats ``MCP_TOKEN_VERIFIER``.
-        Return ``None`` or raise :class:`~flask_mcp.auth.InvalidToken` to refuse (401)."""
+        with ``verify(token)``; either may be ``async def``) when ``MCP_AUTH`` is on;
+        beats ``MCP_TOKEN_VERIFIER``. Return ``None`` or raise
+        :class:`~flask_mcp.auth.InvalidToken` to refuse (401)."""
         self._token_verifier = as_verifier(fn)
         return fn
 
@@ -258,9 +266,10 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
     def instructions(self, fn: F) -> F:
         """Compute the instructions per request (``initialize``, ``server/discover``).
 
-        The function takes a :class:`Context` (or nothing) and returns text or ``None``.
+        The function takes a :class:`Context` (or nothing) and returns text or ``None``;
+        it may be ``async def`` (run as Flask runs async views).
         """
-        self._instructions = fn
+        self._instructions = synced(fn, "@mcp.instructions")
         return fn
 
     def _instructions_for(self, request: RequestInfo, fallback: str | None) -> str | None:

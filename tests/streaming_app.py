@@ -1,7 +1,7 @@
 """A tiny MCP server for the streaming end-to-end tests (tests/e2e/test_e2e_streaming.py):
-progress and logs ahead of a result, a question to the client, a long call that
-can be cancelled, a call that lets its connection go (a resumable stream), and a
-change of the tool list.
+progress and logs ahead of a result, a question to the client (from a plain and
+from an ``async def`` tool), a long call that can be cancelled, a call that lets
+its connection go (a resumable stream), and a change of the tool list.
 
     FLASK_MCP_BACKEND=redis://127.0.0.1:6379/0 STREAM_MARKERS=/tmp/markers \\
         gunicorn -w 2 --threads 8 tests.streaming_app:app
@@ -12,6 +12,7 @@ it stops (how and when), for the tests to read.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from flask import Flask
+from flask import Flask, g
 
 from flask_mcp import MCP, Context
 
@@ -59,6 +60,20 @@ def ask_name(ctx: Context) -> dict[str, Any]:
     answer = ctx.elicit("What is your name?", NAME_SCHEMA)
     name = answer.content.get("name") if answer.accepted and answer.content else None
     return {"greeting": f"Hello, {name}!" if name else "Hello, stranger!", "pid": os.getpid()}
+
+
+@mcp.tool
+async def count_then_ask(n: int, ctx: Context) -> dict[str, Any]:
+    """Counts to ``n`` and asks for a name, awaiting both, as a coroutine
+    (run as Flask runs async views: its own event loop, the request's context)."""
+    g.asked_by = "count_then_ask"  # the request's g, seen from the coroutine
+    for i in range(1, n + 1):
+        await ctx.areport_progress(i, n, f"step {i}")
+        await asyncio.sleep(0)
+    answer = await ctx.aelicit("What is your name?", NAME_SCHEMA)
+    name = answer.content.get("name") if answer.accepted and answer.content else None
+    return {"greeting": f"Hello, {name}!" if name else "Hello, stranger!", "counted": n, "pid": os.getpid(),
+            "in_a_coroutine": asyncio.current_task() is not None, "g": g.asked_by}
 
 
 @mcp.tool

@@ -209,15 +209,16 @@ PARTS: dict[str, frozenset[str]] = {
     "config": frozenset(),
     "environment": frozenset(),
     "gunicorn_conf": frozenset(),
+    "coroutines": frozenset(),
     "backends": frozenset({"protocol"}),
     "errors": frozenset({"protocol"}),
     "testing": frozenset({"protocol"}),
     "asking": frozenset({"protocol", "errors"}),
-    "auth": frozenset({"protocol", "backends", "config", "errors"}),
+    "auth": frozenset({"protocol", "backends", "config", "errors", "coroutines"}),
     "telemetry": frozenset({"protocol", "backends"}),
     "context": frozenset({"protocol", "asking", "auth", "config", "errors"}),
     "tasks": frozenset({"protocol", "auth", "telemetry"}),
-    "features": frozenset({"protocol", "auth", "context", "config", "errors"}),
+    "features": frozenset({"protocol", "auth", "context", "config", "errors", "coroutines"}),
     "http": frozenset({"protocol", "backends", "auth", "telemetry", "config", "errors"}),
 }
 #: The parts that sit on everything else: the command line (all but the

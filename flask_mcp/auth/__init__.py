@@ -6,8 +6,9 @@ limits (``ratelimit``), the DNS-rebinding and browser defences
 (``rebinding``, ``hardening``), and the app's own authorization server
 (``oauth/``).
 
-May import ``protocol``, ``backends``, ``config`` and ``errors``; never the
-WSGI layer (``http``), what an app declares (``features``) or the extension.
+May import ``protocol``, ``backends``, ``config``, ``errors`` and ``coroutines``
+(an ``async def`` verifier); never the WSGI layer (``http``), what an app
+declares (``features``) or the extension.
 The names below are the ones ``flask_mcp.auth`` has always offered.
 """
 
@@ -23,6 +24,7 @@ from .bearer import (
 from .metadata import WELL_KNOWN, metadata_url, register_metadata, resource_url
 from .scopes import InsufficientScope, permits, require_scopes, validate_scopes
 from .tokens import (
+    AsyncTokenVerifier,
     FunctionVerifier,
     InvalidToken,
     Principal,
@@ -34,6 +36,7 @@ from .tokens import (
 )
 
 __all__ = [
+    "AsyncTokenVerifier",
     "MAX_TOKEN_LENGTH",
     "WELL_KNOWN",
     "AuthenticationRequired",

@@ -1,6 +1,7 @@
 """Who the caller is: the :class:`Principal` a :class:`TokenVerifier` makes of
 a bearer token, the errors a verifier raises, and the scope hierarchy a
-principal's scopes are read by. No Flask here: verifiers run anywhere."""
+principal's scopes are read by. A verifier runs inside the request (an ``async def``
+one through the app's ``ensure_sync``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from ..coroutines import is_async, synced
 
 
 def token_hash(token: str) -> str:
@@ -61,6 +64,13 @@ class TokenVerifier(Protocol):
     def verify(self, token: str) -> Principal | None: ...
 
 
+class AsyncTokenVerifier(Protocol):
+    """A :class:`TokenVerifier` whose ``verify`` is ``async def`` (run as Flask
+    runs async views)."""
+
+    async def verify(self, token: str) -> Principal | None: ...
+
+
 class InvalidToken(Exception):
     """The token is not acceptable (unknown, revoked, expired, not for us): 401."""
 
@@ -79,10 +89,11 @@ class VerifierUnavailable(Exception):
 
 
 class FunctionVerifier:
-    """A plain function ``token -> Principal | None`` as a :class:`TokenVerifier`."""
+    """A plain function ``token -> Principal | None`` as a :class:`TokenVerifier`
+    (an ``async def`` runs through the app's ``ensure_sync``)."""
 
-    def __init__(self, fn: Callable[[str], Principal | None]) -> None:
-        self.fn = fn
+    def __init__(self, fn: Callable[[str], Any]) -> None:
+        self.fn: Callable[[str], Principal | None] = synced(fn, "The token verifier")
 
     def verify(self, token: str) -> Principal | None:
         return self.fn(token)
@@ -91,7 +102,7 @@ class FunctionVerifier:
 def as_verifier(value: Any) -> TokenVerifier:
     """A verifier object, or a function wrapped as one."""
     if isinstance(value, TokenVerifier):
-        return value
+        return FunctionVerifier(value.verify) if is_async(value.verify) else value
     if callable(value):
         return FunctionVerifier(value)
     raise TypeError(f"A token verifier needs a verify(token) method or must be callable (got {value!r})")

@@ -5,7 +5,7 @@ types, options and JSON Schemas they share; and the halves of the
 extension's API that register them (``resources_and_prompts``,
 ``skills.api``).
 
-May import ``protocol``, ``auth``, ``config``, ``errors`` and the call's
-``context``; never the WSGI layer (``http``), ``telemetry``, ``tasks`` or the
-extension.
+May import ``protocol``, ``auth``, ``config``, ``errors``, the call's ``context``
+and ``coroutines`` (what runs an ``async def``); never the WSGI layer
+(``http``), ``telemetry``, ``tasks`` or the extension.
 """

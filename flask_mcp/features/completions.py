@@ -12,6 +12,7 @@ from typing import Any, Literal, get_type_hints
 
 from ..auth.scopes import require_scopes
 from ..context import Context, serving
+from ..coroutines import synced
 from ..errors import ToolError
 from ..protocol.errors import InternalError, InvalidParams, MCPError
 from ..protocol.providers import CompletionOutcome
@@ -49,7 +50,7 @@ class Completer:
             self._plan: dict[str, str] = {}
             return
         self._fixed = None
-        self._fn = source
+        self._fn = synced(source, label)
         self._plan = _plan(source, label)
 
     def __call__(self, value: str, arguments: dict[str, str], request: RequestInfo) -> CompletionOutcome:

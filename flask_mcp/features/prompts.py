@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from ..auth.scopes import permits, require_scopes, validate_scopes
 from ..context import Context, serving
+from ..coroutines import synced
 from ..errors import ToolError
 from ..protocol.errors import InternalError, InvalidParams, MCPError
 from ..protocol.providers import PromptOutcome
@@ -37,6 +38,11 @@ class Prompt:
     input: InputSpec
     #: Scopes the caller's token must grant (``@mcp.prompt(scopes=[...])``).
     scopes: tuple[str, ...] = ()
+    #: ``fn`` as a request runs it (an ``async def`` through the app's ``ensure_sync``).
+    call: Callable[..., Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.call = synced(self.fn, f"Prompt {self.name!r}")
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], **options: Unpack[PromptOptions]) -> Prompt:
@@ -92,7 +98,7 @@ class Prompt:
             kwargs[self.input.context_param] = Context(request)
         try:
             with serving(request):
-                value = self.fn(**kwargs)
+                value = self.call(**kwargs)
             messages = to_messages(value)
         except MCPError:
             raise

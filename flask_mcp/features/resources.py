@@ -11,13 +11,14 @@ import mimetypes
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from pydantic_core import to_jsonable_python
 
 from ..auth.scopes import permits, require_scopes, validate_scopes
 from ..context import Context, serving
+from ..coroutines import synced
 from ..errors import ToolError
 from ..protocol.errors import InternalError, MCPError
 from ..protocol.providers import ReadOutcome
@@ -51,6 +52,11 @@ class Resource:
     ui: UIOptions | None = None
     #: Scopes the caller's token must grant (``@mcp.resource(uri, scopes=[...])``).
     scopes: tuple[str, ...] = ()
+    #: ``fn`` as a read runs it (an ``async def`` through the app's ``ensure_sync``).
+    call: Callable[..., Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.call = synced(self.fn, f"Resource {self.uri!r}")
 
     @classmethod
     def from_function(
@@ -112,7 +118,7 @@ class Resource:
             kwargs[self.input.context_param] = Context(request)
         try:
             with serving(request):
-                value = self.fn(**kwargs)
+                value = self.call(**kwargs)
         except MCPError:
             raise
         except ToolError as exc:

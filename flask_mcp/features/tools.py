@@ -16,6 +16,7 @@ from pydantic_core import to_jsonable_python
 from ..auth.ratelimit import parse_limit
 from ..auth.scopes import permits, require_scopes, validate_scopes
 from ..context import Context, current_request_var
+from ..coroutines import synced
 from ..errors import ToolError
 from ..protocol.errors import MCPError
 from ..protocol.headers import HeaderParam, collect_header_params
@@ -52,6 +53,11 @@ class Tool:
     task_start: str = "call"
     #: Whether a task queue may run it again when its worker dies (``@mcp.tool(task_rerun=False)``: no).
     task_rerun: bool = True
+    #: ``fn`` as a call runs it (an ``async def`` through the app's ``ensure_sync``).
+    call: Callable[..., Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.call = synced(self.fn, f"Tool {self.name!r}")
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
@@ -126,7 +132,7 @@ class Tool:
             request.task.start()  # the client gets its task now; the call goes on in the background
         token = current_request_var.set(request)  # what ``with serving(request)`` does, without its calls
         try:
-            value = self.fn(**kwargs)
+            value = self.call(**kwargs)
         except ToolError as exc:
             return ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
         except MCPError:

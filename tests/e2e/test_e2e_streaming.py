@@ -752,6 +752,47 @@ def test_the_official_client_gets_every_progress_report_and_answers_an_elicitati
     assert_clean_log(cluster)
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_official_client_calls_an_async_def_tool_that_awaits_progress_and_a_question(
+    cluster: Cluster, mode: str
+) -> None:
+    """An ``async def`` tool runs through the app's ``ensure_sync`` in the worker
+    (gthread here, gevent in test_e2e_gevent.py): its awaited progress reports and
+    question reach the official client as a plain tool's do, in both modes."""
+    n = 3
+    reports: list[tuple[float, float | None, str | None]] = []
+    asked: list[Any] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total, message))
+
+    async def on_elicit(context: ClientRequestContext, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def scenario() -> Any:
+        async with Client(cluster.url, mode=mode, elicitation_callback=on_elicit, read_timeout_seconds=15) as client:
+            result = await client.call_tool("count_then_ask", {"n": n}, progress_callback=on_progress)
+            for _ in range(100):  # progress callbacks run as tasks of their own: let the last ones land
+                if len(reports) >= n:
+                    break
+                await asyncio.sleep(0.02)
+            return result
+
+    result = asyncio.run(asyncio.wait_for(scenario(), 45))
+
+    assert result.is_error is False, result
+    content = dict(result.structured_content)
+    assert content.pop("pid") in cluster.workers
+    assert content == {"greeting": "Hello, Ada!", "counted": n, "in_a_coroutine": True, "g": "count_then_ask"}
+    assert [a.message for a in asked] == ["What is your name?"]
+    if mode == "legacy":  # one run: the progress went out on the call's stream before the question
+        assert reports == [(float(i), float(n), f"step {i}") for i in range(1, n + 1)]
+    else:  # 2026-07-28: the call runs again with the answer, and reports again each round
+        assert reports[:n] == [(float(i), float(n), f"step {i}") for i in range(1, n + 1)]
+    assert_clean_log(cluster)
+
+
 def test_the_official_client_resumes_a_stream_the_server_let_go(cluster: Cluster) -> None:
     """Legacy mode (2025-11-25): the call lets its connection go; the official
     client reconnects with Last-Event-ID (after the ``retry`` the call sent) on

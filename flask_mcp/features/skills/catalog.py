@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from ...auth.scopes import permits, require_scopes, validate_scopes
 from ...context import Context, serving
+from ...coroutines import synced
 from ...errors import ToolError
 from ...protocol.errors import InternalError, MCPError
 from ...protocol.providers import ReadOutcome, ResourceMatch, ResourceProvider
@@ -312,7 +313,8 @@ def generated_skill(
     if spec.schema.get("properties"):
         raise TypeError(f"{label}: a skill function takes no parameters (only a Context)")
     return Skill(
-        skill_path(prefix, name, label), fields, validate_scopes(scopes, label), None, fn, spec.context_param,
+        skill_path(prefix, name, label), fields, validate_scopes(scopes, label), None, synced(fn, label),
+        spec.context_param,
         ttl_ms, cache_scope,
     )
 
