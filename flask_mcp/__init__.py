@@ -9,7 +9,8 @@ sessions, messages and tasks live), ``features/`` (what an app declares),
 ``auth/`` (who calls, and may they), ``http/`` (the WSGI views and streams),
 ``telemetry/``, ``tasks/`` (task runners) and ``cli/``; at the top, the
 extension, the call's context (and its questions to the client), config,
-errors, testing and the gunicorn settings. ``tests/test_import_graph.py``
+errors, what runs an app's ``async def`` functions, testing and the gunicorn
+settings. ``tests/test_import_graph.py``
 says which part may import which.
 """
 
