@@ -40,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import ModuleType
@@ -107,7 +108,9 @@ def blocks_of(page: Path) -> list[Block]:
             index += 1
         index += 1
         before = lines[start - 1].strip() if start else ""
-        mode, argument = parse_marker(before, f"{page.name}:{start + 1}") if before.startswith("<!--") else ("program", "")
+        mode, argument = ("program", "")
+        if before.startswith("<!--"):
+            mode, argument = parse_marker(before, f"{page.name}:{start + 1}")
         found.append(Block(page, start + 1, language.lower(), mode, "\n".join(body) + "\n", argument))
     return found
 
@@ -298,3 +301,77 @@ def test_a_page_the_index_does_not_name_lands_where_the_placeholder_stands() -> 
     index = "```{toctree}\n:caption: Guides\n\ntools\n%GUIDES%\nbackends\n```\n```{toctree}\napi\n```\n"
     filled = extension.filled_in(index, ["index", "tools", "backends", "api", "zebra", "login", "sub/page"])
     assert "tools\nlogin\nzebra\nbackends" in filled and "%GUIDES%" not in filled
+
+
+# ---------------------------------------------------------------------- the package index's page
+
+PYPI_PAGE = ROOT / "README.pypi.md"
+#: Markdown links and images, reference definitions, autolinks, and HTML href/src attributes.
+LINK = re.compile(r"\]\(\s*<?([^)\s>]+)|^\s*\[[^\]]+\]:\s*<?(\S+?)>?\s*$|<((?:https?|ftp):[^>\s]+)>|"
+                  r"""\b(?:href|src)\s*=\s*["']?([^"'\s>]+)""", re.MULTILINE)
+
+
+def link_targets(markdown: str) -> list[str]:
+    """Every link target of a Markdown text, fenced code left out."""
+    prose = re.sub(r"^(`{3,}|~{3,}).*?^\1", "", markdown, flags=re.MULTILINE | re.DOTALL)
+    return [next(group for group in match.groups() if group) for match in LINK.finditer(prose)]
+
+
+def broken_on_the_index(markdown: str) -> list[str]:
+    """The links of a long description that would not work on the package index's page:
+    anything but an absolute http(s) URL (a path into the repository, an in-page anchor)."""
+    return [target for target in link_targets(markdown) if not re.match(r"https?://", target)]
+
+
+def test_the_link_check_finds_what_breaks_on_the_index() -> None:
+    text = ("[a](docs/quickstart.md) [b](#install) ![c](img/logo.png) [ok](https://example.org/x)\n"
+            "[ref]: ../CHANGES.rst\n<https://example.org/auto> <a href=\"LICENSE\">l</a>\n"
+            "```python\nx = '[not](a/link)'\n```\n")
+    assert link_targets(text) == ["docs/quickstart.md", "#install", "img/logo.png", "https://example.org/x",
+                                  "../CHANGES.rst", "https://example.org/auto", "LICENSE"]
+    assert broken_on_the_index(text) == ["docs/quickstart.md", "#install", "img/logo.png", "../CHANGES.rst",
+                                         "LICENSE"]
+
+
+def test_the_package_index_page_has_no_link_that_breaks_there() -> None:
+    assert broken_on_the_index(PYPI_PAGE.read_text()) == []
+    assert broken_on_the_index((ROOT / "README.md").read_text()), "the check no longer sees the README's links"
+
+
+def test_the_package_index_page_is_the_long_description() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["readme"] == {"file": PYPI_PAGE.name, "content-type": "text/markdown"}
+
+
+def install_line(page: Path) -> str:
+    found = re.search(r'pip install "flask-mcp\[[^\]]*\]"', page.read_text())
+    assert found, page
+    return found.group(0)
+
+
+def test_the_package_index_page_keeps_step_with_the_readme() -> None:
+    readme = [b for b in PYTHON_BLOCKS if b.page.name == "README.md"]
+    pypi = [b for b in PYTHON_BLOCKS if b.page == PYPI_PAGE]
+    # The same first server, saved as the same file, and the same call from Python.
+    assert [(b.mode, b.argument, b.code) for b in pypi] == [(b.mode, b.argument, b.code) for b in readme[:2]]
+    assert [b.mode for b in pypi] == ["file", "live"]
+    assert install_line(PYPI_PAGE) == install_line(ROOT / "README.md")
+
+
+def test_every_extra_the_pages_install_exists() -> None:
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    for page in PAGES:
+        for named in re.findall(r"flask-mcp\[([\w,\s-]+)\]", page.read_text()):
+            unknown = {extra.strip() for extra in named.split(",")} - extras
+            assert not unknown, f"{page.name} installs flask-mcp[{named}]: no extra {unknown} in pyproject.toml"
+    pypi_text = PYPI_PAGE.read_text()
+    assert all(f"`{extra}`" in pypi_text for extra in extras - {"test"}), "the index's page names every extra"
+
+
+def test_the_test_command_builds_the_package_and_checks_it() -> None:
+    """CI runs ``python3 dev.py test``: its tox environments include the package check."""
+    tox = (ROOT / "tox.ini").read_text()
+    package = tox[tox.index("[testenv:package]"):].split("\n[", 1)[0]
+    assert "python -m build" in package and "twine check --strict" in package
+    environments = re.search(r'"(py-flaskoldest,py-flasklatest,[\w,-]+)"', (ROOT / "dev.py").read_text())
+    assert environments is not None and "package" in environments.group(1).split(",")
