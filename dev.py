@@ -5,7 +5,8 @@
     python3 dev.py test      # run the whole test suite (tox, against the built wheel) twice:
                              # on the oldest and on the newest supported Flask/Werkzeug,
                              # then the benchmark's own tests (bench/tests), the
-                             # documentation site (sphinx -W), mypy and ruff
+                             # documentation site (sphinx -W), the sdist and wheel
+                             # (built, then twine check --strict), mypy and ruff
 
 Both create ./.venv on first use and install what they need into it. Further
 arguments go to the command: `python3 dev.py example --port 5001` (or set
@@ -68,11 +69,12 @@ def main(argv: list[str]) -> int:
     else:
         # The whole suite on the oldest and on the newest supported Flask/Werkzeug (the
         # conformance run in the newest only, tox.ini), then the benchmark's own tests, the
-        # documentation site (-W), mypy and ruff. Arguments go to the suite's two runs only.
+        # documentation site (-W), the package (sdist and wheel, twine check --strict), mypy
+        # and ruff. Arguments go to the suite's two runs only.
         if argv[1:]:
             cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest", "--", *argv[1:]]
         else:
-            cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest,bench,docs,typing,style"]
+            cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest,bench,docs,package,typing,style"]
     return become(cmd, env)
 
 
