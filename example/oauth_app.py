@@ -84,6 +84,8 @@ def create_app(config: dict[str, object] | None = None) -> Flask:
         SECRET_KEY=os.environ.get("FLASK_SECRET_KEY", "dev-only-secret"),
         MCP_AUTH=True,
         MCP_OAUTH=True,  # the app issues its own tokens (flask-mcp[oauth])
+        # what the consent and connected-apps pages say each scope lets an app do
+        MCP_OAUTH_SCOPE_DESCRIPTIONS={"books:read": "See your account and reserve books for you"},
     )
     app.config.from_prefixed_env()
     app.config.update(config or {})

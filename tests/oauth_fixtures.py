@@ -12,7 +12,9 @@ import ipaddress
 import json
 import secrets
 import ssl
+import struct
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -48,12 +50,15 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
 
 class ClientSite:
     """The client's own web site on https://127.0.0.1:PORT: ``/clients/<name>.json``
-    documents and ``/callback`` (records each query it receives, and the Host
-    header of each document fetch)."""
+    documents, other ``files`` (a logo: path -> (body, content type), each
+    request recorded in ``file_fetches``) and ``/callback`` (records each query
+    it receives, and the Host header of each document fetch)."""
 
     def __init__(self, directory: Path) -> None:
         self.cert_file, key_file = self_signed_certificate(directory)
         self.documents: dict[str, dict[str, Any]] = {}
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.file_fetches: list[str] = []
         self.callbacks: list[dict[str, str]] = []
         self.fetches = 0
         self.hosts: list[str | None] = []
@@ -70,6 +75,9 @@ class ClientSite:
                     site.fetches += 1
                     site.hosts.append(self.headers.get("Host"))
                     body, kind = json.dumps(site.documents[path]).encode(), "application/json"
+                elif path in site.files:
+                    site.file_fetches.append(path)
+                    body, kind = site.files[path]
                 else:
                     self.send_error(404)
                     return
@@ -99,9 +107,9 @@ class ClientSite:
         self.httpd.server_close()
 
     def add_client(self, name: str, *, client_name: str | None = None,
-                   redirect_uris: list[str] | None = None, host: str = "127.0.0.1") -> str:
-        """Publish a metadata document; its URL (on ``host``, which the test resolves to
-        this site) is the client_id."""
+                   redirect_uris: list[str] | None = None, host: str = "127.0.0.1", **metadata: Any) -> str:
+        """Publish a metadata document (with any other ``metadata``: ``logo_uri``...); its URL
+        (on ``host``, which the test resolves to this site) is the client_id."""
         path = f"/clients/{name}.json"
         client_id = f"https://{host}:{self.httpd.server_address[1]}{path}"
         self.documents[path] = {
@@ -111,6 +119,7 @@ class ClientSite:
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",
+            **metadata,
         }
         return client_id
 
@@ -120,3 +129,20 @@ def pkce() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     return verifier, challenge
+
+
+def png(size: int = 48, ink: tuple[int, int, int] = (36, 84, 214)) -> bytes:
+    """A real PNG: a white diamond on ``ink`` (a client's logo)."""
+    middle = (size - 1) / 2
+    rows = []
+    for y in range(size):
+        row = b"".join(b"\xff\xff\xff" if abs(x - middle) + abs(y - middle) < size / 3 else bytes(ink)
+                       for x in range(size))
+        rows.append(b"\x00" + row)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"".join(rows)))
+            + chunk(b"IEND", b""))

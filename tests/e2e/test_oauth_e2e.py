@@ -6,7 +6,12 @@ this test serves over HTTPS on loopback, and opens the authorization URL in
 real headless Chromium (Selenium), where the test signs in on the example's
 login form and allows the connection on the consent page. Then it lists and
 calls tools, refreshes its token (rotated), and after the member disconnects
-it on the "connected apps" page, its token and refresh token are refused."""
+it on the "connected apps" page, its token and refresh token are refused.
+
+Both pages are checked as the member sees them (screenshots under the test's
+tmp_path): the client's name and logo (served by the app, not the client's
+origin), the account, the scope descriptions, the resource, the redirect
+host, and the consent page on a phone-sized viewport."""
 
 from __future__ import annotations
 
@@ -23,11 +28,13 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 import pytest
 from conftest import GunicornServer
-from oauth_fixtures import ClientSite
+from oauth_fixtures import ClientSite, png
 
 pytestmark = pytest.mark.e2e
 
 ACCESS_TTL = 6  # seconds: short, so the client must refresh during the test
+LOGO_SIZE = 40  # the client's logo (the placeholder is 64 pixels wide: a loaded logo is told apart by its width)
+SCOPE_TEXT = "See your account and reserve books for you"  # example/oauth_app.py's description of books:read
 
 
 def _need(thing: str, found: Any) -> None:
@@ -40,6 +47,7 @@ def _need(thing: str, found: Any) -> None:
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[ClientSite]:
     site = ClientSite(tmp_path).start()
+    site.files["/logo.png"] = (png(LOGO_SIZE), "image/png")
     yield site
     site.stop()
 
@@ -120,8 +128,20 @@ class Host:
         self.client_info = client_info
 
 
-def sign_in_and_allow(driver: Any, url: str, redirect_uri: str) -> dict[str, str]:
-    """What the member does in the browser: sign in, read the consent page, allow."""
+def shown_logo(driver: Any, base: str) -> None:
+    """The page's logo loaded, is the client's (not the placeholder), and came from the app."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    logo = driver.find_element(By.CSS_SELECTOR, "img.logo")
+    assert logo.get_attribute("src").startswith(base + "/oauth/logo?client_id=")
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return arguments[0].complete", logo))
+    assert driver.execute_script("return arguments[0].naturalWidth", logo) == LOGO_SIZE
+
+
+def sign_in_and_allow(driver: Any, url: str, redirect_uri: str, base: str, artifacts: Path) -> dict[str, str]:
+    """What the member does in the browser: sign in, read the consent page (on a desktop and a
+    phone-sized window), allow."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -134,32 +154,53 @@ def sign_in_and_allow(driver: Any, url: str, redirect_uri: str) -> dict[str, str
     driver.find_element(By.ID, "password").send_keys("wonderland")
     driver.find_element(By.ID, "sign-in").click()
     wait.until(expected_conditions.presence_of_element_located((By.ID, "allow")))
-    page = driver.page_source
-    assert "SDK Test Host" in page and "books:read" in page and urlsplit(redirect_uri).netloc in page
+    text = {name: driver.find_element(By.ID, name).text
+            for name in ("client-name", "account", "scopes", "resource", "redirect-host")}
+    assert text == {"client-name": "SDK Test Host", "account": "alice", "scopes": f"✓\n{SCOPE_TEXT}books:read",
+                    "resource": base + "/mcp", "redirect-host": urlsplit(redirect_uri).netloc}, text
+    shown_logo(driver, base)
+    driver.set_window_size(900, 1000)
+    driver.save_screenshot(str(artifacts / "consent.png"))
+    driver.set_window_size(390, 844)  # a phone: nothing wider than the screen, the buttons on it
+    try:
+        width = driver.execute_script("return window.innerWidth")
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+        allow = driver.find_element(By.ID, "allow")
+        assert allow.location["x"] >= 0 and allow.location["x"] + allow.size["width"] <= width
+        driver.save_screenshot(str(artifacts / "consent-phone.png"))
+    finally:
+        driver.set_window_size(900, 1000)
     driver.find_element(By.ID, "allow").click()
     wait.until(lambda d: d.current_url.startswith(redirect_uri))
     return {k: v[0] for k, v in parse_qs(urlsplit(driver.current_url).query).items()}
 
 
-def disconnect(driver: Any, base: str) -> None:
+def disconnect(driver: Any, base: str, artifacts: Path) -> None:
+    """The member's connected apps: the host, what it may do, its last use; then Disconnect."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(base + "/oauth/connections")
-    assert "SDK Test Host" in driver.page_source
+    assert driver.find_element(By.CSS_SELECTOR, ".app-name").text == "SDK Test Host"
+    assert driver.find_element(By.ID, "account").text == "alice"
+    assert SCOPE_TEXT in driver.find_element(By.CSS_SELECTOR, "li.app .scopes").text
+    assert driver.find_element(By.CSS_SELECTOR, ".last-used").text.startswith("Last used ")
+    shown_logo(driver, base)
+    driver.save_screenshot(str(artifacts / "connections.png"))
     driver.find_element(By.CSS_SELECTOR, "button.revoke").click()
     WebDriverWait(driver, 30).until(lambda d: "No app is connected" in d.page_source)
 
 
 def test_a_host_connects_with_the_members_sign_in_then_is_disconnected(
-        members_server: GunicornServer, site: ClientSite, driver: Any) -> None:
+        members_server: GunicornServer, site: ClientSite, driver: Any, tmp_path: Path) -> None:
     from mcp import Client
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
     from pydantic import AnyUrl
 
-    client_id = site.add_client("sdk-host", client_name="SDK Test Host")
+    client_id = site.add_client("sdk-host", client_name="SDK Test Host", logo_uri=site.base + "/logo.png",
+                                client_uri=site.base + "/about")
     base = members_server.url.removesuffix("/mcp")
     host = Host()
     browser_visits: list[dict[str, str]] = []
@@ -172,7 +213,8 @@ def test_a_host_connects_with_the_members_sign_in_then_is_disconnected(
             asked_again.append(url)
             raise RuntimeError("the member declined to connect again")
         with lock:
-            browser_visits.append(await asyncio.to_thread(sign_in_and_allow, driver, url, site.redirect_uri))
+            browser_visits.append(await asyncio.to_thread(sign_in_and_allow, driver, url, site.redirect_uri, base,
+                                                          tmp_path))
 
     async def callback_handler() -> AuthorizationCodeResult:
         answer = browser_visits[-1]
@@ -216,7 +258,10 @@ def test_a_host_connects_with_the_members_sign_in_then_is_disconnected(
     assert len(host.issued) == 2 and len(browser_visits) == 1  # refreshed, not re-authorized
     assert host.tokens.refresh_token != first_refresh  # rotated
 
-    disconnect(driver, base)
+    disconnect(driver, base, tmp_path)
+    for shot in ("consent.png", "consent-phone.png", "connections.png"):
+        assert (tmp_path / shot).read_bytes().startswith(b"\x89PNG")
+    assert site.file_fetches[:1] == ["/logo.png"]  # the app fetched the logo; browsers only asked the app
     answer = httpx2.post(members_server.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                          headers={"Authorization": f"Bearer {host.tokens.access_token}",
                                   "Accept": "application/json, text/event-stream"})

@@ -40,6 +40,8 @@ class Client:
     client_name: str
     redirect_uris: tuple[str, ...]
     client_uri: str | None = None
+    #: An https URL of the client's logo; fetched by the server (never hot-linked), see logos.py.
+    logo_uri: str | None = None
 
     # --- authlib's ClientMixin
     def get_client_id(self) -> str:
@@ -143,27 +145,36 @@ class MetadataDocuments:
         return client
 
     def _fetch(self, client_id: str) -> Client:
-        parts = urlsplit(client_id)
-        try:
-            port = parts.port or 443
-        except ValueError:
-            port = 0
-        if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment \
-                or parts.username or parts.password or not port:
-            raise ClientRejected("The client_id must be an https URL with a path (a Client ID Metadata Document).")
-        host = _ascii_host(parts.hostname)
-        addresses = checked_addresses(host, port, self.allow_loopback, self.resolve)
-        name = f"[{host}]" if ":" in host else host
-        headers = {"Host": name if port == 443 else f"{name}:{port}", "Accept": "application/json"}
-        target = quote(parts.path + (f"?{parts.query}" if parts.query else ""), safe="!#$%&'()*+,/:;=?@[]~")
-        body = self._download(addresses, port, host, target, headers)
+        body = self.download(client_id, accept="application/json")
         try:
             document = json.loads(body)
         except ValueError:
             raise ClientRejected("The client's metadata document is not JSON.") from None
         return client_from_document(client_id, document)
 
-    def _download(self, addresses: list[str], port: int, host: str, target: str, headers: dict[str, str]) -> bytes:
+    def download(self, url: str, *, accept: str, limit: int = MAX_DOCUMENT_BYTES,
+                 what: str = "metadata document") -> bytes:
+        """GET ``url`` (https, with a path) under this class's rules: one resolution, every
+        address checked, at most ``limit`` bytes within the timeout. Also fetches client logos."""
+        parts = urlsplit(url)
+        try:
+            port = parts.port or 443
+        except ValueError:
+            port = 0
+        if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment \
+                or parts.username or parts.password or not port:
+            if what == "metadata document":
+                raise ClientRejected("The client_id must be an https URL with a path (a Client ID Metadata Document).")
+            raise ClientRejected(f"The client's {what} must be an https URL with a path.")
+        host = _ascii_host(parts.hostname)
+        addresses = checked_addresses(host, port, self.allow_loopback, self.resolve)
+        name = f"[{host}]" if ":" in host else host
+        headers = {"Host": name if port == 443 else f"{name}:{port}", "Accept": accept}
+        target = quote(parts.path + (f"?{parts.query}" if parts.query else ""), safe="!#$%&'()*+,/:;=?@[]~")
+        return self._download(addresses, port, host, target, headers, limit, what)
+
+    def _download(self, addresses: list[str], port: int, host: str, target: str, headers: dict[str, str],
+                  limit: int = MAX_DOCUMENT_BYTES, what: str = "metadata document") -> bytes:
         """GET ``target`` from the first checked address that answers, TLS verified for ``host``."""
         import urllib3
 
@@ -182,32 +193,33 @@ class MetadataDocuments:
                 continue
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 pool.close()
-                raise _unfetchable(exc) from None
+                raise _unfetchable(exc, what) from None
             try:
-                return _read_capped(response, self.timeout)
+                return _read_capped(response, self.timeout, limit, what)
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                raise _unfetchable(exc) from None
+                raise _unfetchable(exc, what) from None
             finally:
                 response.release_conn()
                 pool.close()
-        raise _unfetchable(failure) from None
+        raise _unfetchable(failure, what) from None
 
 
-def _unfetchable(exc: Exception | None) -> ClientRejected:
-    return ClientRejected(f"The client's metadata document could not be fetched ({type(exc).__name__}).")
+def _unfetchable(exc: Exception | None, what: str = "metadata document") -> ClientRejected:
+    return ClientRejected(f"The client's {what} could not be fetched ({type(exc).__name__}).")
 
 
-def _read_capped(response: Any, timeout: float) -> bytes:
+def _read_capped(response: Any, timeout: float, limit: int = MAX_DOCUMENT_BYTES,
+                 what: str = "metadata document") -> bytes:
     if response.status != 200:
-        raise ClientRejected(f"The client's metadata document answered HTTP {response.status}.")
+        raise ClientRejected(f"The client's {what} answered HTTP {response.status}.")
     body = b""
     deadline = time.monotonic() + timeout
     for chunk in response.stream(1024):
         body += chunk
-        if len(body) > MAX_DOCUMENT_BYTES:
-            raise ClientRejected(f"The client's metadata document is over {MAX_DOCUMENT_BYTES} bytes.")
+        if len(body) > limit:
+            raise ClientRejected(f"The client's {what} is over {limit} bytes.")
         if time.monotonic() > deadline:
-            raise ClientRejected("The client's metadata document took too long to arrive.")
+            raise ClientRejected(f"The client's {what} took too long to arrive.")
     return body
 
 
@@ -224,10 +236,19 @@ def client_from_document(client_id: str, document: Any) -> Client:
     if method != "none":
         raise ClientRejected("Only public clients (token_endpoint_auth_method 'none') may use a metadata document.")
     name = document.get("client_name")
-    client_uri = document.get("client_uri")
     return Client(
         client_id=client_id,
         client_name=name if isinstance(name, str) and name.strip() else urlsplit(client_id).hostname or client_id,
         redirect_uris=tuple(uris),
-        client_uri=client_uri if isinstance(client_uri, str) else None,
+        client_uri=_https_url(document.get("client_uri")),
+        logo_uri=_https_url(document.get("logo_uri")),
     )
+
+
+def _https_url(value: Any) -> str | None:
+    """``value`` if it is an https URL with a host (a page may link to it), else ``None``:
+    a ``javascript:`` or ``data:`` URI from a client's metadata never reaches a page."""
+    if not isinstance(value, str) or len(value) > 2000:
+        return None
+    parts = urlsplit(value)
+    return value if parts.scheme == "https" and parts.hostname and not parts.username else None

@@ -22,6 +22,14 @@ end
 return 0
 """
 
+#: Set a field of a token hash that still exists (an expired token is not recreated).
+_SET_IF_PRESENT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+return 0
+"""
+
 
 class RedisOAuthStore:
     """Codes and tokens in Redis, under ``prefix``."""
@@ -30,6 +38,7 @@ class RedisOAuthStore:
         self.redis = client
         self.prefix = prefix
         self._raise_flag = client.register_script(_RAISE_FLAG)
+        self._set_if_present = client.register_script(_SET_IF_PRESENT)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "flask-mcp:oauth:") -> RedisOAuthStore:
@@ -70,13 +79,15 @@ class RedisOAuthStore:
             pipe.expire(index, ttl, nx=True)
         pipe.execute()
 
-    def _load(self, access_hash: str) -> tuple[TokenRecord, str] | None:
+    def _load(self, access_hash: str) -> tuple[TokenRecord, str, float | None] | None:
+        """The token's record, client name and last use."""
         fields = self.redis.hgetall(self._key("token", access_hash))
         if b"record" not in fields:  # gone, or (written by an older version) only a flag left
             return None
         record = TokenRecord(**json.loads(fields[b"record"]))
         record = replace(record, revoked=fields[b"revoked"] == b"1", rotated=fields[b"rotated"] == b"1")
-        return record, fields[b"client_name"].decode()
+        used = fields.get(b"last_used")
+        return record, fields[b"client_name"].decode(), float(used) if used else None
 
     def token_by_access(self, access_hash: str) -> TokenRecord | None:
         found = self._load(access_hash)
@@ -105,6 +116,9 @@ class RedisOAuthStore:
         self._flag(first, "revoked")
         self._flag(self.redis.smembers(self._key("family", family)) - first, "revoked")
 
+    def mark_used(self, access_hash: str, when: float) -> None:
+        self._set_if_present(keys=[self._key("token", access_hash)], args=["last_used", repr(when)])
+
     def connections(self, user_id: str) -> list[Connection]:
         now = time.time()
         found: dict[str, Connection] = {}
@@ -112,12 +126,14 @@ class RedisOAuthStore:
             loaded = self._load(access_hash.decode())
             if loaded is None or loaded[0].revoked or loaded[0].refresh_expires_at <= now:
                 continue
-            record, name = loaded
+            record, name, used = loaded
             seen = found.get(record.client_id)
+            uses = [t for t in (used, seen.last_used if seen else None) if t is not None]
             found[record.client_id] = Connection(
                 record.client_id, name, record.scope,
                 min(record.issued_at, seen.first_connected) if seen else record.issued_at,
                 max(record.issued_at, seen.last_issued) if seen else record.issued_at,
+                max(uses) if uses else None,
             )
         return [found[k] for k in sorted(found)]
 

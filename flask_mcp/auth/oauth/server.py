@@ -25,6 +25,8 @@ from ..metadata import resource_url
 from ..tokens import token_hash
 from .clients import Client, ClientRejected, MetadataDocuments, client_from_document
 from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required, new_family
+from .logos import Logos, image_response
+from .pages import ConnectedApp, ago, describe, is_packaged, iso, page_headers, scope_descriptions
 from .store import Connection, OAuthStore, TokenRecord
 from .verifier import OAuthTokenVerifier
 
@@ -45,6 +47,8 @@ DEFAULTS: dict[str, Any] = {
     "MCP_OAUTH_CIMD_CA_BUNDLE": None,  # a CA bundle for fetching metadata documents (default: certifi's)
     "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": False,  # tests only: metadata documents on 127.0.0.1
     "MCP_OAUTH_DYNAMIC_REGISTRATION": False,  # also accept RFC 7591 registrations at /oauth/register
+    "MCP_OAUTH_SCOPE_DESCRIPTIONS": {},  # scope -> what the consent page says it allows ("Read your notes")
+    "MCP_OAUTH_SIGN_OUT": None,  # () -> None, signs the user out for "Not you?" (default: Flask-Login's)
 }
 
 _CSRF_KEY = "mcp_oauth_csrf"
@@ -54,6 +58,12 @@ def _flask_login_user() -> str | None:
     from flask_login import current_user
 
     return str(current_user.get_id()) if current_user.is_authenticated else None
+
+
+def _flask_login_sign_out() -> None:
+    from flask_login import logout_user
+
+    logout_user()
 
 
 def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuthStore:
@@ -89,6 +99,10 @@ class OAuthServer:
             raise ConfigError("MCP_OAUTH needs MCP_AUTH = True: the endpoint must ask for the tokens it issues")
         self.store = open_store(app, config["MCP_OAUTH_STORE"], str(config["MCP_OAUTH_STORE_PREFIX"]))
         self.current_user: Callable[[], str | None] = config["MCP_OAUTH_CURRENT_USER"] or _flask_login_user
+        # "Not you?" signs out through the app: its own function, or Flask-Login's when it is the sign-in.
+        self.sign_out: Callable[[], Any] | None = config["MCP_OAUTH_SIGN_OUT"] or (
+            None if config["MCP_OAUTH_CURRENT_USER"] else _flask_login_sign_out)
+        self.scope_descriptions = scope_descriptions(config["MCP_OAUTH_SCOPE_DESCRIPTIONS"])
         self.access_ttl = int(config["MCP_OAUTH_ACCESS_TOKEN_TTL"])
         self.refresh_ttl = float(config["MCP_OAUTH_REFRESH_TOKEN_TTL"])
         self.documents = MetadataDocuments(
@@ -97,6 +111,7 @@ class OAuthServer:
             allow_loopback=bool(config["MCP_OAUTH_CIMD_ALLOW_LOOPBACK"]),
             verify=config["MCP_OAUTH_CIMD_CA_BUNDLE"] or True,
         )
+        self.logos = Logos(self.documents, cache_ttl=float(config["MCP_OAUTH_CIMD_CACHE_TTL"]))
         self.authlib = AuthorizationServer(app, query_client=self._query_client, save_token=self._save_token)
         self.authlib.register_token_generator(
             "default", BearerTokenGenerator(_random_token, _random_token, lambda client, grant_type: self.access_ttl)
@@ -156,6 +171,8 @@ class OAuthServer:
     # ------------------------------------------------------------------ authlib callbacks
 
     def _query_client(self, client_id: str) -> Client | None:
+        if not client_id:
+            return None
         if not client_id.startswith("https://"):
             document = self.store.client_document(client_id)
             return client_from_document(client_id, document) if document else None
@@ -238,7 +255,7 @@ def _no_framing(response: BaseResponse) -> BaseResponse:
     return response
 
 
-def _login_redirect() -> BaseResponse:
+def _login_redirect(next_path: str | None = None) -> BaseResponse:
     login = current_app.config["MCP_OAUTH_LOGIN_URL"]
     if login is None:
         manager = getattr(current_app, "login_manager", None)
@@ -248,7 +265,7 @@ def _login_redirect() -> BaseResponse:
                            mimetype="text/plain"))
         login = url_for(view)
     separator = "&" if "?" in login else "?"
-    return redirect(login + separator + urlencode({"next": request.full_path}))
+    return redirect(login + separator + urlencode({"next": next_path or request.full_path}))
 
 
 def _error_page(error: OAuth2Error) -> BaseResponse:
@@ -275,18 +292,59 @@ def authorize() -> BaseResponse:
         return _no_framing(server.authlib.create_authorization_response(grant_user=granted, grant=grant))
     client: Client = grant.client
     redirect_uri = grant.redirect_uri or client.redirect_uris[0]
+    scopes = (grant.request.scope or "").split()
+    template = current_app.config["MCP_OAUTH_CONSENT_TEMPLATE"]
     page = render_template(
-        current_app.config["MCP_OAUTH_CONSENT_TEMPLATE"],
+        template,
         client=client,
         client_name=client.client_name,
         client_id=client.client_id,
+        # where the client's metadata document lives (None: a dynamically registered client)
+        client_host=urlsplit(client.client_id).netloc if client.client_id.startswith("https://") else None,
+        logo_url=url_for("mcp_oauth.logo", client_id=client.client_id),
+        client_home=client.client_uri,
+        client_home_host=urlsplit(client.client_uri).netloc if client.client_uri else None,
         redirect_host=urlsplit(redirect_uri).netloc,
-        scopes=(grant.request.scope or "").split(),
+        scopes=scopes,
+        scope_lines=describe(scopes, server.scope_descriptions),
         resource=server.resource(),
+        service_name=_service_name(),
+        account=user,
+        switch_account_action=url_for("mcp_oauth.switch_account") if server.sign_out else None,
         csrf_token=_csrf_token(),
         action=request.full_path,
     )
-    return _no_framing(Response(page, mimetype="text/html"))
+    return page_headers(Response(page, mimetype="text/html"), is_packaged(template))
+
+
+def _service_name() -> str:
+    info = current_app.extensions["mcp"].server.info
+    return str(info.title or info.name)
+
+
+def switch_account() -> BaseResponse:
+    """"Not you?": sign out through the app, then to its sign-in, and back to the consent page."""
+    server = _server()
+    _check_csrf()
+    back = request.form.get("next", "")
+    if not back.startswith("/oauth/authorize?") or server.sign_out is None:
+        abort(Response("This form may only return to the consent page.", 400, mimetype="text/plain"))
+    if server.current_user() is not None:
+        server.sign_out()
+    return _no_framing(_login_redirect(back))
+
+
+def logo() -> BaseResponse:
+    """A client's logo, fetched and checked by the server (never hot-linked), or the placeholder."""
+    server = _server()
+    if server.current_user() is None:
+        abort(Response("Sign in to see client logos.", 401, mimetype="text/plain"))
+    client_id = request.args.get("client_id", "")
+    if not client_id or len(client_id) > 2000:
+        abort(Response("Name the client: /oauth/logo?client_id=...", 400, mimetype="text/plain"))
+    client = server._query_client(client_id)
+    found = server.logos.get(client.logo_uri) if client is not None and client.logo_uri else None
+    return image_response(found, max_age=int(server.logos.cache_ttl))
 
 
 def grant_request(server: OAuthServer) -> Any:
@@ -326,9 +384,18 @@ def connections() -> BaseResponse:
         _check_csrf()
         server.revoke_client(user, request.form.get("client_id", ""))
         return _no_framing(redirect(url_for("mcp_oauth.connections")))
-    page = render_template(current_app.config["MCP_OAUTH_CONNECTIONS_TEMPLATE"],
-                           connections=server.connections(user), csrf_token=_csrf_token())
-    return _no_framing(Response(page, mimetype="text/html"))
+    template = current_app.config["MCP_OAUTH_CONNECTIONS_TEMPLATE"]
+    apps = [ConnectedApp(
+        connection=c,
+        logo_url=url_for("mcp_oauth.logo", client_id=c.client_id),
+        scopes=describe(c.scope, server.scope_descriptions),
+        last_used=ago(c.last_used) if c.last_used is not None else None,
+        last_used_iso=iso(c.last_used) if c.last_used is not None else None,
+        connected=ago(c.first_connected),
+    ) for c in server.connections(user)]
+    page = render_template(template, connections=[a.connection for a in apps], apps=apps, account=user,
+                           service_name=_service_name(), csrf_token=_csrf_token())
+    return page_headers(Response(page, mimetype="text/html"), is_packaged(template))
 
 
 def _blueprint() -> Blueprint:
@@ -339,4 +406,6 @@ def _blueprint() -> Blueprint:
     bp.add_url_rule("/oauth/revoke", "revoke", revoke, methods=["POST"])
     bp.add_url_rule("/oauth/register", "register", register, methods=["POST"])
     bp.add_url_rule("/oauth/connections", "connections", connections, methods=["GET", "POST"])
+    bp.add_url_rule("/oauth/logo", "logo", logo, methods=["GET"])
+    bp.add_url_rule("/oauth/switch-account", "switch_account", switch_account, methods=["POST"])
     return bp

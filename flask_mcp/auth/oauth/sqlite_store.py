@@ -46,6 +46,7 @@ class SQLiteOAuthStore:
             db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            _add_last_used(db)
             self._local.db = db
         return db
 
@@ -99,9 +100,13 @@ class SQLiteOAuthStore:
     def revoke_family(self, family: str) -> None:
         self._db().execute("UPDATE oauth_tokens SET revoked = 1 WHERE family = ?", (family,))
 
+    def mark_used(self, access_hash: str, when: float) -> None:
+        self._db().execute("UPDATE oauth_tokens SET last_used = ? WHERE access_hash = ?", (when, access_hash))
+
     def connections(self, user_id: str) -> list[Connection]:
         rows = self._db().execute(
-            "SELECT client_id, MAX(client_name), MAX(scope), MIN(issued_at), MAX(issued_at) FROM oauth_tokens "
+            "SELECT client_id, MAX(client_name), MAX(scope), MIN(issued_at), MAX(issued_at), MAX(last_used) "
+            "FROM oauth_tokens "
             "WHERE user_id = ? AND revoked = 0 AND refresh_expires_at > ? GROUP BY client_id ORDER BY client_id",
             (user_id, time.time()),
         ).fetchall()
@@ -113,3 +118,14 @@ class SQLiteOAuthStore:
             (user_id, client_id),
         )
         return cursor.rowcount
+
+
+def _add_last_used(db: sqlite3.Connection) -> None:
+    """The ``last_used`` column, added to a file an earlier version created without it."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(oauth_tokens)")}
+    if "last_used" not in columns:
+        try:
+            db.execute("ALTER TABLE oauth_tokens ADD COLUMN last_used REAL")
+        except sqlite3.OperationalError as exc:  # another worker added it first
+            if "duplicate column" not in str(exc):
+                raise

@@ -56,6 +56,8 @@ class Connection:
     scope: str
     first_connected: float
     last_issued: float
+    #: When one of its access tokens last authorized a request (to the minute), or ``None`` (not yet).
+    last_used: float | None = None
 
 
 class OAuthStore(Protocol):
@@ -87,6 +89,11 @@ class OAuthStore(Protocol):
         ...
 
     def revoke_family(self, family: str) -> None: ...
+
+    def mark_used(self, access_hash: str, when: float) -> None:
+        """Record that the access token authorized a request at ``when`` (a token that is gone
+        stays gone); :meth:`connections` reports the latest as ``last_used``."""
+        ...
 
     def connections(self, user_id: str) -> list[Connection]: ...
 
