@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,12 +20,13 @@ from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from flask import Blueprint, Flask, Response, abort, current_app, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
+from ...backends.contracts import redact_url
 from ...config import ConfigError, Settings
 from .. import hardening
 from ..metadata import resource_url
 from ..tokens import token_hash
 from .clients import Client, ClientRejected, MetadataDocuments, client_from_document
-from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required, new_family
+from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required
 from .store import Connection, OAuthStore, TokenRecord
 from .verifier import OAuthTokenVerifier
 
@@ -49,6 +51,9 @@ DEFAULTS: dict[str, Any] = {
 
 _CSRF_KEY = "mcp_oauth_csrf"
 
+#: The URL schemes of a Redis store: every form ``MCP_BACKEND`` accepts for Redis.
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+unix", "redis+sentinel", "redis+cluster", "rediss+cluster")
+
 
 def _flask_login_user() -> str | None:
     from flask_login import current_user
@@ -59,6 +64,16 @@ def _flask_login_user() -> str | None:
 def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuthStore:
     """``MCP_OAUTH_STORE`` as a store object."""
     if not isinstance(spec, str):
+        redis_module = sys.modules.get("redis")  # a client of the app's: only if redis is imported already
+        cluster_module = sys.modules.get("redis.cluster")
+        if (redis_module is not None and isinstance(spec, redis_module.Redis)) or (
+                cluster_module is not None and isinstance(spec, cluster_module.RedisCluster)):
+            from .redis_store import RedisOAuthStore, redis_client
+
+            try:
+                return RedisOAuthStore(redis_client(spec), prefix)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         return spec  # type: ignore[no-any-return]
     if spec.startswith("sqlite://"):
         from .sqlite_store import SQLiteOAuthStore
@@ -67,12 +82,15 @@ def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuth
         if not path:
             path = os.path.join(app.instance_path, "mcp-oauth.sqlite3")
         return SQLiteOAuthStore(path)
-    if spec.startswith(("redis://", "rediss://", "unix://")):
+    if spec.partition("://")[0].lower() in REDIS_SCHEMES:
         from .redis_store import RedisOAuthStore
 
-        return RedisOAuthStore.from_url(spec, prefix)
-    raise ConfigError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a redis:// URL or a store object "
-                     f"(got {spec!r})")
+        try:
+            return RedisOAuthStore.from_url(spec, prefix)
+        except ValueError as exc:
+            raise ConfigError(f"MCP_OAUTH_STORE {redact_url(spec)!r} is not a valid Redis URL: {exc}") from None
+    raise ConfigError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a Redis URL ({', '.join(REDIS_SCHEMES)}"
+                      f"://...), a redis.Redis or RedisCluster client, or a store object (got {redact_url(spec)!r})")
 
 
 class OAuthServer:
@@ -172,7 +190,8 @@ class OAuthServer:
             previous = req.refresh_token.record
             family, resource = previous.family, previous.resource
         else:
-            family, resource = new_family(), req.authorization_code.record.resource
+            code = req.authorization_code  # its family was chosen when the code was taken
+            family, resource = code.family, code.record.resource
         refresh = token.get("refresh_token")
         self.store.save_token(TokenRecord(
             access_hash=token_hash(token["access_token"]),

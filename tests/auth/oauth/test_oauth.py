@@ -302,6 +302,49 @@ def test_a_code_works_once(browser: FlaskClient, site: ClientSite) -> None:
     assert again.status_code == 400 and json_of(again)["error"] == "invalid_grant"
 
 
+def test_a_replayed_code_revokes_the_tokens_of_its_first_exchange(browser: FlaskClient, site: ClientSite) -> None:
+    # OAuth 2.1 4.1.3 / RFC 6749 4.1.2: a code used twice was stolen, or the first use was;
+    # the tokens it gave must stop working, access and refresh alike.
+    client_id = site.add_client("host")
+    code, verifier = get_code(browser, site, client_id)
+    api = browser.application.test_client()
+    form = {"code": code, "code_verifier": verifier, "client_id": client_id, "redirect_uri": site.redirect_uri}
+    first = json_of(exchange(api, **form))
+    assert call(api, first["access_token"]).status_code == 200  # working before the replay
+
+    again = exchange(api, **form)
+
+    assert again.status_code == 400 and json_of(again)["error"] == "invalid_grant"
+    refused = call(api, first["access_token"])
+    assert refused.status_code == 401 and 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
+    refresh = api.post("/oauth/token", data={"grant_type": "refresh_token", "client_id": client_id,
+                                             "refresh_token": first["refresh_token"], "resource": RESOURCE})
+    assert refresh.status_code == 400 and json_of(refresh)["error"] == "invalid_grant"
+
+
+def test_a_replay_racing_the_first_exchange_still_revokes_its_tokens(browser: FlaskClient, site: ClientSite) -> None:
+    # The replay lands after the first exchange took the code but before it saved its tokens:
+    # the family is empty when the replay revokes it, so the first exchange must notice.
+    app = browser.application
+    store = oauth_server(app).store
+    client_id = site.add_client("host")
+    code, verifier = get_code(browser, site, client_id)
+    form = {"code": code, "code_verifier": verifier, "client_id": client_id, "redirect_uri": site.redirect_uri}
+    save_token = store.save_token
+    replays: list[int] = []
+
+    def replay_then_save(*args: Any) -> None:
+        if not replays:
+            replays.append(exchange(app.test_client(), **form).status_code)
+        save_token(*args)
+
+    store.save_token = replay_then_save  # type: ignore[method-assign]
+    first = exchange(app.test_client(), **form)
+
+    assert replays == [400] and first.status_code == 200
+    assert call(app.test_client(), json_of(first)["access_token"]).status_code == 401
+
+
 def test_a_code_is_refused_to_another_client(browser: FlaskClient, site: ClientSite) -> None:
     victim = site.add_client("host")
     thief = site.add_client("thief")
