@@ -9,10 +9,13 @@ sends clients to get a new token that fails the same way). However many
 unknown key ids arrive, forged ones included, this process fetches at most
 once per ``refresh_interval`` seconds; concurrent callers share one fetch.
 
-A key id still unknown after a fetch is an invalid token (401). While the
-set cannot be fetched, or when a fetch is not allowed yet, the token cannot
-be checked: :class:`~flask_mcp.auth.VerifierUnavailable` (503) with the
-seconds after which a retry can succeed.
+A key id the set lacks is an invalid token (401) once the set has answered:
+after a fetch that found no such key, or within ``refresh_interval`` of the
+last successful fetch (the set is that fresh; the next unknown key id after
+it fetches again, so a key rotated in is accepted within about a second).
+Only while the set cannot be fetched is the token uncheckable:
+:class:`~flask_mcp.auth.VerifierUnavailable` (503) with the seconds after
+which a retry can succeed.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ class JWKSCache:
         self._keys: dict[str | None, Any] = {}
         self._fetched_at: float | None = None
         self._attempted_at = -math.inf
+        #: Whether the last fetch succeeded: within the interval after it, an
+        #: unknown key id is the set's answer (401), after a failure it is not (503).
+        self._last_fetch_ok = False
         #: Counts successful fetches: a caller that waited for another's fetch
         #: sees it changed and does not fetch again.
         self._generation = 0
@@ -107,12 +113,16 @@ class JWKSCache:
                 return
             wait = self._attempted_at + self.refresh_interval - self.clock()
             if wait > 0:  # fetched a moment ago: the next fetch is allowed in ``wait`` seconds
+                if self._last_fetch_ok:
+                    return  # the set answered that recently: the caller's key id is not in it (401)
                 raise VerifierUnavailable(
-                    f"JWKS at {self.url}: unknown key id, fetched less than {self.refresh_interval} s ago",
+                    f"JWKS at {self.url}: could not be fetched less than {self.refresh_interval} s ago",
                     retry_after=max(1, math.ceil(wait)),
                 )
             self._attempted_at = self.clock()
+            self._last_fetch_ok = False
             keys = self._fetch()
+            self._last_fetch_ok = True
             # Only a fetch that succeeded is news for the callers waiting on this one:
             # after a failure they find the interval not yet over and answer 503 too,
             # rather than 401 for a key the server may well publish.
