@@ -7,7 +7,8 @@ that is what a key rotation looks like (a fixed cooldown here would refuse
 every token of the new key, for that long, with ``401 invalid_token``, which
 sends clients to get a new token that fails the same way). However many
 unknown key ids arrive, forged ones included, this process fetches at most
-once per ``refresh_interval`` seconds; concurrent callers share one fetch.
+once per ``refresh_interval`` seconds; concurrent callers share one fetch,
+which is over within ``timeout`` seconds however slowly the JWKS arrives.
 
 A key id the set lacks is an invalid token (401) once the set has answered:
 after a fetch that found no such key, or within ``refresh_interval`` of the
@@ -20,6 +21,7 @@ which a retry can succeed.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -27,12 +29,15 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlparse
-from urllib.request import Request, urlopen
+from urllib.parse import urlparse, urlsplit
 
+from .deadline import DeadlineHTTPConnection, DeadlineHTTPSConnection, deadline
 from .tokens import InvalidToken, VerifierUnavailable
 
 logger = logging.getLogger("flask_mcp")
+
+#: A JWKS is a few keys; anything this big is not one.
+MAX_JWKS_BYTES = 1024 * 1024
 
 class JWKSCache:
     """The keys at ``url``, by key id, kept ``lifespan`` seconds; at most one
@@ -135,14 +140,12 @@ class JWKSCache:
     def _fetch(self) -> dict[str | None, Any]:
         jwt = self._jwt
         self.fetches += 1
-        request = Request(self.url, headers={"Accept": "application/json", "User-Agent": "flask-mcp"})
         try:
-            with urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) only, checked above
-                document = json.loads(response.read())
+            document = json.loads(self._download())
             if not isinstance(document, dict):
                 raise ValueError("the JWKS is not a JSON object")
             keys = jwt.PyJWKSet.from_dict(document).keys
-        except (OSError, ValueError, jwt.PyJWTError) as exc:  # URLError and timeouts are OSErrors
+        except (OSError, ValueError, http.client.HTTPException, jwt.PyJWTError) as exc:  # timeouts are OSErrors
             raise VerifierUnavailable(
                 f"JWKS at {self.url}: {type(exc).__name__}", retry_after=max(1, math.ceil(self.refresh_interval))
             ) from None
@@ -150,3 +153,28 @@ class JWKSCache:
         if not signing:
             raise VerifierUnavailable(f"JWKS at {self.url} holds no signing key", retry_after=5)
         return signing
+
+    def _download(self) -> bytes:
+        """GET the JWKS, all of it within ``timeout`` seconds however slowly it
+        arrives (:mod:`flask_mcp.auth.deadline`), at most ``MAX_JWKS_BYTES``."""
+        parts = urlsplit(self.url)
+        secure = parts.scheme.lower() == "https"
+        connection_class = DeadlineHTTPSConnection if secure else DeadlineHTTPConnection
+        with deadline(self.timeout) as limit:
+            connection = connection_class(parts.hostname or "", parts.port, timeout=self.timeout)
+            try:
+                target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                connection.request("GET", target, headers={"Accept": "application/json", "User-Agent": "flask-mcp"})
+                response = connection.getresponse()
+                if response.status != 200:
+                    raise ValueError(f"HTTP {response.status}")
+                body = response.read(MAX_JWKS_BYTES + 1)
+            except (OSError, http.client.HTTPException) as exc:
+                if limit.expired:
+                    raise TimeoutError(f"took more than {self.timeout:g} s") from exc
+                raise
+            finally:
+                connection.close()
+        if len(body) > MAX_JWKS_BYTES:
+            raise ValueError(f"the JWKS is over {MAX_JWKS_BYTES} bytes")
+        return body

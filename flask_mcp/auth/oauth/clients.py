@@ -1,8 +1,12 @@
 """OAuth clients known by their Client ID Metadata Document: the ``client_id``
 is an HTTPS URL whose JSON document names the client and its redirect URIs.
 
-Documents are fetched with urllib3 (bounded size and time, no redirects),
-cached, and never from a private, loopback, link-local or otherwise internal
+Documents are fetched with urllib3 (at most 5 KB, no redirects), each fetch
+over within one deadline however slowly the document's server answers
+(:mod:`flask_mcp.auth.deadline`), at most ``max_fetches`` at a time per
+process (an authorization request beyond that is refused at once rather than
+made to wait: slow documents must not take every worker thread), cached, and
+never from a private, loopback, link-local or otherwise internal
 address: an authorization server must not become a way to probe the network
 it sits in (SSRF). The host is resolved once, every address is checked, and
 the connection goes to a checked address (TLS still verified for the host
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ..deadline import Deadline, current_deadline, deadline, urllib3_pool_classes
+
 MAX_DOCUMENT_BYTES = 5 * 1024
 
 #: ``socket.getaddrinfo``'s shape: (host, port, proto=...) -> [(family, type, proto, canonname, sockaddr)].
@@ -30,6 +36,10 @@ Resolver = Callable[..., Sequence[tuple[Any, ...]]]
 
 class ClientRejected(Exception):
     """The client_id does not name a usable client; the message says why."""
+
+
+class FetchesBusy(ClientRejected):
+    """As many metadata documents as allowed are being fetched already: try again shortly."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +130,10 @@ class MetadataDocuments:
     contacted."""
 
     def __init__(self, *, timeout: float = 5.0, cache_ttl: float = 300.0, allow_loopback: bool = False,
-                 verify: bool | str = True, resolve: Resolver = socket.getaddrinfo) -> None:
+                 verify: bool | str = True, resolve: Resolver = socket.getaddrinfo, max_fetches: int = 2) -> None:
         self.timeout = timeout
+        self.max_fetches = max_fetches
+        self._fetch_slots = threading.BoundedSemaphore(max_fetches)
         self.cache_ttl = cache_ttl
         self.allow_loopback = allow_loopback
         self.verify = verify
@@ -135,7 +147,17 @@ class MetadataDocuments:
             cached = self._cache.get(client_id)
         if cached and cached[0] > now:
             return cached[1]
-        client = self._fetch(client_id)
+        if not self._fetch_slots.acquire(blocking=False):
+            raise FetchesBusy(f"{self.max_fetches} client metadata documents are being fetched already; "
+                              "try again in a moment.")
+        try:
+            with deadline(self.timeout) as limit:
+                try:
+                    client = self._fetch(client_id)
+                except TimeoutError:  # the deadline passed between two steps
+                    raise _too_slow(limit) from None
+        finally:
+            self._fetch_slots.release()
         with self._lock:
             self._cache[client_id] = (now + self.cache_ttl, client)
             if len(self._cache) > 1000:
@@ -164,12 +186,15 @@ class MetadataDocuments:
         return client_from_document(client_id, document)
 
     def _download(self, addresses: list[str], port: int, host: str, target: str, headers: dict[str, str]) -> bytes:
-        """GET ``target`` from the first checked address that answers, TLS verified for ``host``."""
+        """GET ``target`` from the first checked address that answers, TLS verified for ``host``,
+        all within the deadline :meth:`get` set."""
         import urllib3
 
+        limit = current_deadline_of_fetch()
+        pool_class = urllib3_pool_classes()[1]
         failure: Exception | None = None
         for address in addresses:
-            pool = urllib3.HTTPSConnectionPool(
+            pool = pool_class(
                 address, port, maxsize=1, retries=False, timeout=urllib3.Timeout(connect=self.timeout,
                                                                                    read=self.timeout),
                 server_hostname=host, assert_hostname=host, **_ca_settings(self.verify))
@@ -179,35 +204,44 @@ class MetadataDocuments:
             except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as exc:
                 failure = exc  # this address does not answer: try the next checked one, as a client would
                 pool.close()
+                if limit.expired:
+                    raise _too_slow(limit) from None
                 continue
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 pool.close()
-                raise _unfetchable(exc) from None
+                raise _too_slow(limit) if limit.expired else _unfetchable(exc) from None
             try:
-                return _read_capped(response, self.timeout)
+                return _read_capped(response)
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                raise _unfetchable(exc) from None
+                raise _too_slow(limit) if limit.expired else _unfetchable(exc) from None
             finally:
                 response.release_conn()
                 pool.close()
         raise _unfetchable(failure) from None
 
 
+def current_deadline_of_fetch() -> Deadline:
+    found = current_deadline()
+    assert found is not None, "MetadataDocuments.get sets the fetch's deadline"
+    return found
+
+
 def _unfetchable(exc: Exception | None) -> ClientRejected:
     return ClientRejected(f"The client's metadata document could not be fetched ({type(exc).__name__}).")
 
 
-def _read_capped(response: Any, timeout: float) -> bytes:
+def _too_slow(limit: Deadline) -> ClientRejected:
+    return ClientRejected(f"The client's metadata document took too long to arrive (over {limit.seconds:g} s).")
+
+
+def _read_capped(response: Any) -> bytes:
     if response.status != 200:
         raise ClientRejected(f"The client's metadata document answered HTTP {response.status}.")
     body = b""
-    deadline = time.monotonic() + timeout
     for chunk in response.stream(1024):
         body += chunk
         if len(body) > MAX_DOCUMENT_BYTES:
             raise ClientRejected(f"The client's metadata document is over {MAX_DOCUMENT_BYTES} bytes.")
-        if time.monotonic() > deadline:
-            raise ClientRejected("The client's metadata document took too long to arrive.")
     return body
 
 

@@ -25,7 +25,7 @@ from ...config import ConfigError, Settings
 from .. import hardening
 from ..metadata import resource_url
 from ..tokens import token_hash
-from .clients import Client, ClientRejected, MetadataDocuments, client_from_document
+from .clients import Client, ClientRejected, FetchesBusy, MetadataDocuments, client_from_document
 from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required
 from .store import Connection, OAuthStore, TokenRecord
 from .verifier import OAuthTokenVerifier
@@ -42,7 +42,8 @@ DEFAULTS: dict[str, Any] = {
     "MCP_OAUTH_ACCESS_TOKEN_TTL": 3600,
     "MCP_OAUTH_REFRESH_TOKEN_TTL": 30 * 24 * 3600,
     "MCP_OAUTH_CODE_TTL": 60,
-    "MCP_OAUTH_CIMD_TIMEOUT": 5,  # seconds to fetch a Client ID Metadata Document
+    "MCP_OAUTH_CIMD_TIMEOUT": 5,  # seconds to fetch a Client ID Metadata Document (the whole fetch)
+    "MCP_OAUTH_CIMD_MAX_FETCHES": 2,  # documents fetched at once per process; keep it below the threads
     "MCP_OAUTH_CIMD_CACHE_TTL": 300,
     "MCP_OAUTH_CIMD_CA_BUNDLE": None,  # a CA bundle for fetching metadata documents (default: certifi's)
     "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": False,  # tests only: metadata documents on 127.0.0.1
@@ -114,6 +115,7 @@ class OAuthServer:
             cache_ttl=float(config["MCP_OAUTH_CIMD_CACHE_TTL"]),
             allow_loopback=bool(config["MCP_OAUTH_CIMD_ALLOW_LOOPBACK"]),
             verify=config["MCP_OAUTH_CIMD_CA_BUNDLE"] or True,
+            max_fetches=int(config["MCP_OAUTH_CIMD_MAX_FETCHES"]),
         )
         self.authlib = AuthorizationServer(app, query_client=self._query_client, save_token=self._save_token)
         self.authlib.register_token_generator(
@@ -182,6 +184,7 @@ class OAuthServer:
         except ClientRejected as exc:
             current_app.logger.warning("OAuth: client %r refused: %s", client_id, exc)
             request.environ["flask_mcp.auth.oauth.client_error"] = str(exc)
+            request.environ["flask_mcp.auth.oauth.client_busy"] = isinstance(exc, FetchesBusy)
             return None
 
     def _save_token(self, token: dict[str, Any], req: Any) -> None:
@@ -272,6 +275,11 @@ def _login_redirect() -> BaseResponse:
 
 def _error_page(error: OAuth2Error) -> BaseResponse:
     detail = request.environ.get("flask_mcp.auth.oauth.client_error") or error.description or error.error
+    if request.environ.get("flask_mcp.auth.oauth.client_busy"):  # RFC 6749 4.1.2.1's code for "not now"
+        body = json.dumps({"error": "temporarily_unavailable", "error_description": detail})
+        response = Response(body, 503, mimetype="application/json")
+        response.headers["Retry-After"] = "1"
+        return _no_framing(response)
     body = json.dumps({"error": error.error, "error_description": detail})
     return _no_framing(Response(body, 400, mimetype="application/json"))
 

@@ -338,7 +338,7 @@ def test_a_replay_racing_the_first_exchange_still_revokes_its_tokens(browser: Fl
             replays.append(exchange(app.test_client(), **form).status_code)
         save_token(*args)
 
-    store.save_token = replay_then_save  # type: ignore[method-assign]
+    store.save_token = replay_then_save
     first = exchange(app.test_client(), **form)
 
     assert replays == [400] and first.status_code == 200
