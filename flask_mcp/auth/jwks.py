@@ -162,6 +162,7 @@ class JWKSCache:
         connection_class = DeadlineHTTPSConnection if secure else DeadlineHTTPConnection
         with deadline(self.timeout) as limit:
             connection = connection_class(parts.hostname or "", parts.port, timeout=self.timeout)
+            response: http.client.HTTPResponse | None = None
             try:
                 target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
                 connection.request("GET", target, headers={"Accept": "application/json", "User-Agent": "flask-mcp"})
@@ -169,11 +170,15 @@ class JWKSCache:
                 if response.status != 200:
                     raise ValueError(f"HTTP {response.status}")
                 body = response.read(MAX_JWKS_BYTES + 1)
+                if limit.expired:  # cut short by the deadline: what arrived is not the whole set
+                    raise TimeoutError(f"took more than {self.timeout:g} s")
             except (OSError, http.client.HTTPException) as exc:
                 if limit.expired:
                     raise TimeoutError(f"took more than {self.timeout:g} s") from exc
                 raise
             finally:
+                if response is not None:  # holds the socket when the server said Connection: close
+                    response.close()
                 connection.close()
         if len(body) > MAX_JWKS_BYTES:
             raise ValueError(f"the JWKS is over {MAX_JWKS_BYTES} bytes")
