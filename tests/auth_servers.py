@@ -39,6 +39,7 @@ class State:
         self.jwks: dict[str, Any] = data.get("jwks", {"keys": []})
         self.client: list[str] | None = data.get("client")  # [id, secret] required on /introspect
         self.counts = {"introspect": 0, "jwks": 0}
+        self.jwks_times: list[float] = []  # time.time() of each JWKS fetch
         self.peers: set[tuple[str, int]] = set()  # client connections seen by /introspect
 
     def save(self) -> None:
@@ -74,7 +75,11 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/jwks.json":
             with state.lock:
                 state.counts["jwks"] += 1
+                state.jwks_times.append(time.time())
                 self._send(200, state.jwks)
+        elif self.path == "/admin/jwks-times":
+            with state.lock:
+                self._send(200, state.jwks_times)
         elif self.path == "/admin/stats":
             with state.lock:
                 self._send(200, {**state.counts, "introspect_connections": len(state.peers)})
@@ -98,6 +103,7 @@ class Handler(BaseHTTPRequestHandler):
                 state.client = payload.get("client")
             elif self.path == "/admin/reset-stats":
                 state.counts = {"introspect": 0, "jwks": 0}
+                state.jwks_times.clear()
                 state.peers.clear()
             else:
                 self._send(404, {"error": "not_found"})
@@ -198,6 +204,10 @@ class AuthServer:
 
     def stats(self) -> dict[str, int]:
         return self._call("GET", "/admin/stats")  # type: ignore[no-any-return]
+
+    def jwks_times(self) -> list[float]:
+        """When (``time.time()``) each JWKS fetch arrived."""
+        return self._call("GET", "/admin/jwks-times")  # type: ignore[no-any-return]
 
     def reset_stats(self) -> None:
         self._call("POST", "/admin/reset-stats", {})

@@ -11,6 +11,7 @@ import hashlib
 import ipaddress
 import json
 import secrets
+import socket
 import ssl
 import struct
 import threading
@@ -146,3 +147,67 @@ def png(size: int = 48, ink: tuple[int, int, int] = (36, 84, 214)) -> bytes:
     header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"".join(rows)))
             + chunk(b"IEND", b""))
+class TricklingSite:
+    """A server on 127.0.0.1 that answers every request one byte every
+    ``interval`` seconds: the status line and headers (``trickle="headers"``),
+    or, after complete headers, the body (``trickle="body"``). HTTPS with the
+    certificate of ``cert_files`` (a :func:`self_signed_certificate`), or plain
+    HTTP without. Records how many requests arrived."""
+
+    def __init__(self, trickle: str, *, cert_files: tuple[Path, Path] | None = None, interval: float = 0.5) -> None:
+        self.trickle, self.interval = trickle, interval
+        self.context: ssl.SSLContext | None = None
+        if cert_files is not None:
+            self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.context.load_cert_chain(*cert_files)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.base = f"{'https' if cert_files else 'http'}://127.0.0.1:{self.port}"
+        self.requests = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def start(self) -> TricklingSite:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(30)
+            if self.context is not None:
+                conn = self.context.wrap_socket(conn, server_side=True)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                received += chunk
+            self.requests += 1
+            body = json.dumps({"keys": [], "active": True, "client_id": "x", "redirect_uris": ["x"]}).encode()
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                    "Connection: close\r\n\r\n").encode()
+            if self.trickle == "body":
+                conn.sendall(head)
+                slow = body
+            else:
+                slow = head + body
+            for byte in slow:
+                if self.stopped.wait(self.interval):
+                    return
+                conn.sendall(bytes([byte]))
+        except OSError:
+            pass  # the client gave up: what the tests expect
+        finally:
+            conn.close()

@@ -7,16 +7,21 @@ that is what a key rotation looks like (a fixed cooldown here would refuse
 every token of the new key, for that long, with ``401 invalid_token``, which
 sends clients to get a new token that fails the same way). However many
 unknown key ids arrive, forged ones included, this process fetches at most
-once per ``refresh_interval`` seconds; concurrent callers share one fetch.
+once per ``refresh_interval`` seconds; concurrent callers share one fetch,
+which is over within ``timeout`` seconds however slowly the JWKS arrives.
 
-A key id still unknown after a fetch is an invalid token (401). While the
-set cannot be fetched, or when a fetch is not allowed yet, the token cannot
-be checked: :class:`~flask_mcp.auth.VerifierUnavailable` (503) with the
-seconds after which a retry can succeed.
+A key id the set lacks is an invalid token (401) once the set has answered:
+after a fetch that found no such key, or within ``refresh_interval`` of the
+last successful fetch (the set is that fresh; the next unknown key id after
+it fetches again, so a key rotated in is accepted within about a second).
+Only while the set cannot be fetched is the token uncheckable:
+:class:`~flask_mcp.auth.VerifierUnavailable` (503) with the seconds after
+which a retry can succeed.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -24,12 +29,15 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlparse
-from urllib.request import Request, urlopen
+from urllib.parse import urlparse, urlsplit
 
+from .deadline import DeadlineHTTPConnection, DeadlineHTTPSConnection, deadline
 from .tokens import InvalidToken, VerifierUnavailable
 
 logger = logging.getLogger("flask_mcp")
+
+#: A JWKS is a few keys; anything this big is not one.
+MAX_JWKS_BYTES = 1024 * 1024
 
 class JWKSCache:
     """The keys at ``url``, by key id, kept ``lifespan`` seconds; at most one
@@ -58,6 +66,9 @@ class JWKSCache:
         self._keys: dict[str | None, Any] = {}
         self._fetched_at: float | None = None
         self._attempted_at = -math.inf
+        #: Whether the last fetch succeeded: within the interval after it, an
+        #: unknown key id is the set's answer (401), after a failure it is not (503).
+        self._last_fetch_ok = False
         #: Counts successful fetches: a caller that waited for another's fetch
         #: sees it changed and does not fetch again.
         self._generation = 0
@@ -107,12 +118,16 @@ class JWKSCache:
                 return
             wait = self._attempted_at + self.refresh_interval - self.clock()
             if wait > 0:  # fetched a moment ago: the next fetch is allowed in ``wait`` seconds
+                if self._last_fetch_ok:
+                    return  # the set answered that recently: the caller's key id is not in it (401)
                 raise VerifierUnavailable(
-                    f"JWKS at {self.url}: unknown key id, fetched less than {self.refresh_interval} s ago",
+                    f"JWKS at {self.url}: could not be fetched less than {self.refresh_interval} s ago",
                     retry_after=max(1, math.ceil(wait)),
                 )
             self._attempted_at = self.clock()
+            self._last_fetch_ok = False
             keys = self._fetch()
+            self._last_fetch_ok = True
             # Only a fetch that succeeded is news for the callers waiting on this one:
             # after a failure they find the interval not yet over and answer 503 too,
             # rather than 401 for a key the server may well publish.
@@ -125,14 +140,12 @@ class JWKSCache:
     def _fetch(self) -> dict[str | None, Any]:
         jwt = self._jwt
         self.fetches += 1
-        request = Request(self.url, headers={"Accept": "application/json", "User-Agent": "flask-mcp"})
         try:
-            with urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) only, checked above
-                document = json.loads(response.read())
+            document = json.loads(self._download())
             if not isinstance(document, dict):
                 raise ValueError("the JWKS is not a JSON object")
             keys = jwt.PyJWKSet.from_dict(document).keys
-        except (OSError, ValueError, jwt.PyJWTError) as exc:  # URLError and timeouts are OSErrors
+        except (OSError, ValueError, http.client.HTTPException, jwt.PyJWTError) as exc:  # timeouts are OSErrors
             raise VerifierUnavailable(
                 f"JWKS at {self.url}: {type(exc).__name__}", retry_after=max(1, math.ceil(self.refresh_interval))
             ) from None
@@ -140,3 +153,33 @@ class JWKSCache:
         if not signing:
             raise VerifierUnavailable(f"JWKS at {self.url} holds no signing key", retry_after=5)
         return signing
+
+    def _download(self) -> bytes:
+        """GET the JWKS, all of it within ``timeout`` seconds however slowly it
+        arrives (:mod:`flask_mcp.auth.deadline`), at most ``MAX_JWKS_BYTES``."""
+        parts = urlsplit(self.url)
+        secure = parts.scheme.lower() == "https"
+        connection_class = DeadlineHTTPSConnection if secure else DeadlineHTTPConnection
+        with deadline(self.timeout) as limit:
+            connection = connection_class(parts.hostname or "", parts.port, timeout=self.timeout)
+            response: http.client.HTTPResponse | None = None
+            try:
+                target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                connection.request("GET", target, headers={"Accept": "application/json", "User-Agent": "flask-mcp"})
+                response = connection.getresponse()
+                if response.status != 200:
+                    raise ValueError(f"HTTP {response.status}")
+                body = response.read(MAX_JWKS_BYTES + 1)
+                if limit.expired:  # cut short by the deadline: what arrived is not the whole set
+                    raise TimeoutError(f"took more than {self.timeout:g} s")
+            except (OSError, http.client.HTTPException) as exc:
+                if limit.expired:
+                    raise TimeoutError(f"took more than {self.timeout:g} s") from exc
+                raise
+            finally:
+                if response is not None:  # holds the socket when the server said Connection: close
+                    response.close()
+                connection.close()
+        if len(body) > MAX_JWKS_BYTES:
+            raise ValueError(f"the JWKS is over {MAX_JWKS_BYTES} bytes")
+        return body

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import ConfigError, Settings
+from .deadline import deadline, urllib3_pool_classes
 from .jwks import JWKSCache
 from .tokens import InvalidToken, Principal, TokenVerifier, VerifierUnavailable, as_verifier, token_hash
 
@@ -96,10 +97,24 @@ class _TTLCache:
         return len(self._entries)
 
 
+def _deadline_adapter(base: type[Any]) -> type[Any]:
+    """requests' ``HTTPAdapter`` whose connections keep :func:`~flask_mcp.auth.deadline.deadline`."""
+
+    class DeadlineAdapter(base):  # type: ignore[misc]
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            plain, secure = urllib3_pool_classes()
+            self.poolmanager.pool_classes_by_scheme = {"http": plain, "https": secure}
+
+    return DeadlineAdapter
+
+
 class IntrospectionVerifier:
     """RFC 7662 token introspection.
 
-    One pooled ``requests.Session``; every call bounded by ``timeout`` seconds;
+    One pooled ``requests.Session``; every call over within ``timeout``
+    seconds however slowly the answer arrives (an app's own ``session`` keeps
+    its own timeouts, per read);
     answers cached for ``cache_ttl`` seconds (never past the token's ``exp``),
     keyed by a SHA-256 of the token, never the token itself. Inactive answers
     are cached too, so a revocation is seen at most ``cache_ttl`` seconds late.
@@ -133,11 +148,11 @@ class IntrospectionVerifier:
         self._auth = (client_id, client_secret or "") if client_id else None
         if session is None:
             session = requests.Session()
-            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=32, max_retries=0)
+            adapter = _deadline_adapter(HTTPAdapter)(pool_connections=1, pool_maxsize=32, max_retries=0)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
         self.session = session
-        self._errors: tuple[type[Exception], ...] = (requests.RequestException, ValueError)
+        self._errors: tuple[type[Exception], ...] = (requests.RequestException, ValueError, OSError)
         self._cache = _TTLCache(cache_size)
         #: How many verifications the cache answered (for tests and metrics).
         self.cache_hits = 0
@@ -164,6 +179,14 @@ class IntrospectionVerifier:
         return replace(principal, token=token)
 
     def _introspect(self, token: str) -> dict[str, Any]:
+        with deadline(self.timeout) as limit:
+            try:
+                return self._post(token)
+            except self._errors as exc:
+                why = f"over {self.timeout:g} s" if limit.expired else type(exc).__name__
+                raise VerifierUnavailable(f"introspection endpoint {self.url}: {why}") from None
+
+    def _post(self, token: str) -> dict[str, Any]:
         try:
             response = self.session.post(
                 self.url,
@@ -176,8 +199,8 @@ class IntrospectionVerifier:
             if response.status_code != 200:
                 raise VerifierUnavailable(f"introspection endpoint {self.url} answered HTTP {response.status_code}")
             answer = response.json()
-        except self._errors as exc:
-            raise VerifierUnavailable(f"introspection endpoint {self.url}: {type(exc).__name__}") from None
+        except TimeoutError:
+            raise  # the deadline passed between two steps: _introspect says so
         if not isinstance(answer, dict):
             raise VerifierUnavailable(f"introspection endpoint {self.url} answered something that is not an object")
         return answer

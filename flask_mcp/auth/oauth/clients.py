@@ -1,8 +1,12 @@
 """OAuth clients known by their Client ID Metadata Document: the ``client_id``
 is an HTTPS URL whose JSON document names the client and its redirect URIs.
 
-Documents are fetched with urllib3 (bounded size and time, no redirects),
-cached, and never from a private, loopback, link-local or otherwise internal
+Documents are fetched with urllib3 (at most 5 KB, no redirects), each fetch
+over within one deadline however slowly the document's server answers
+(:mod:`flask_mcp.auth.deadline`), at most ``max_fetches`` at a time per
+process (an authorization request beyond that is refused at once rather than
+made to wait: slow documents must not take every worker thread), cached, and
+never from a private, loopback, link-local or otherwise internal
 address: an authorization server must not become a way to probe the network
 it sits in (SSRF). The host is resolved once, every address is checked, and
 the connection goes to a checked address (TLS still verified for the host
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ..deadline import Deadline, current_deadline, deadline, urllib3_pool_classes
+
 MAX_DOCUMENT_BYTES = 5 * 1024
 
 #: ``socket.getaddrinfo``'s shape: (host, port, proto=...) -> [(family, type, proto, canonname, sockaddr)].
@@ -30,6 +36,10 @@ Resolver = Callable[..., Sequence[tuple[Any, ...]]]
 
 class ClientRejected(Exception):
     """The client_id does not name a usable client; the message says why."""
+
+
+class FetchesBusy(ClientRejected):
+    """As many metadata documents as allowed are being fetched already: try again shortly."""
 
 
 @dataclass(frozen=True)
@@ -122,8 +132,10 @@ class MetadataDocuments:
     contacted."""
 
     def __init__(self, *, timeout: float = 5.0, cache_ttl: float = 300.0, allow_loopback: bool = False,
-                 verify: bool | str = True, resolve: Resolver = socket.getaddrinfo) -> None:
+                 verify: bool | str = True, resolve: Resolver = socket.getaddrinfo, max_fetches: int = 2) -> None:
         self.timeout = timeout
+        self.max_fetches = max_fetches
+        self._fetch_slots = threading.BoundedSemaphore(max_fetches)
         self.cache_ttl = cache_ttl
         self.allow_loopback = allow_loopback
         self.verify = verify
@@ -155,7 +167,9 @@ class MetadataDocuments:
     def download(self, url: str, *, accept: str, limit: int = MAX_DOCUMENT_BYTES,
                  what: str = "metadata document") -> bytes:
         """GET ``url`` (https, with a path) under this class's rules: one resolution, every
-        address checked, at most ``limit`` bytes within the timeout. Also fetches client logos."""
+        address checked, at most ``limit`` bytes, all within one deadline of ``timeout``
+        seconds however slowly the bytes come, and at most ``max_fetches`` such fetches at
+        once (:class:`FetchesBusy` beyond). Metadata documents and client logos alike."""
         parts = urlsplit(url)
         try:
             port = parts.port or 443
@@ -166,21 +180,35 @@ class MetadataDocuments:
             if what == "metadata document":
                 raise ClientRejected("The client_id must be an https URL with a path (a Client ID Metadata Document).")
             raise ClientRejected(f"The client's {what} must be an https URL with a path.")
-        host = _ascii_host(parts.hostname)
-        addresses = checked_addresses(host, port, self.allow_loopback, self.resolve)
-        name = f"[{host}]" if ":" in host else host
-        headers = {"Host": name if port == 443 else f"{name}:{port}", "Accept": accept}
-        target = quote(parts.path + (f"?{parts.query}" if parts.query else ""), safe="!#$%&'()*+,/:;=?@[]~")
-        return self._download(addresses, port, host, target, headers, limit, what)
+        if not self._fetch_slots.acquire(blocking=False):
+            raise FetchesBusy(f"{self.max_fetches} client metadata documents are being fetched already; "
+                              "try again in a moment.")
+        try:
+            with deadline(self.timeout) as budget:
+                try:
+                    host = _ascii_host(parts.hostname)
+                    addresses = checked_addresses(host, port, self.allow_loopback, self.resolve)
+                    name = f"[{host}]" if ":" in host else host
+                    headers = {"Host": name if port == 443 else f"{name}:{port}", "Accept": accept}
+                    target = quote(parts.path + (f"?{parts.query}" if parts.query else ""),
+                                   safe="!#$%&'()*+,/:;=?@[]~")
+                    return self._download(addresses, port, host, target, headers, limit, what)
+                except TimeoutError:  # the deadline passed between two steps
+                    raise _too_slow(budget, what) from None
+        finally:
+            self._fetch_slots.release()
 
     def _download(self, addresses: list[str], port: int, host: str, target: str, headers: dict[str, str],
-                  limit: int = MAX_DOCUMENT_BYTES, what: str = "metadata document") -> bytes:
-        """GET ``target`` from the first checked address that answers, TLS verified for ``host``."""
+                  limit: int, what: str) -> bytes:
+        """GET ``target`` from the first checked address that answers, TLS verified for ``host``,
+        all within the deadline :meth:`download` set."""
         import urllib3
 
+        budget = current_deadline_of_fetch()
+        pool_class = urllib3_pool_classes()[1]
         failure: Exception | None = None
         for address in addresses:
-            pool = urllib3.HTTPSConnectionPool(
+            pool = pool_class(
                 address, port, maxsize=1, retries=False, timeout=urllib3.Timeout(connect=self.timeout,
                                                                                    read=self.timeout),
                 server_hostname=host, assert_hostname=host, **_ca_settings(self.verify))
@@ -190,36 +218,44 @@ class MetadataDocuments:
             except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as exc:
                 failure = exc  # this address does not answer: try the next checked one, as a client would
                 pool.close()
+                if budget.expired:
+                    raise _too_slow(budget, what) from None
                 continue
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 pool.close()
-                raise _unfetchable(exc, what) from None
+                raise _too_slow(budget, what) if budget.expired else _unfetchable(exc, what) from None
             try:
-                return _read_capped(response, self.timeout, limit, what)
+                return _read_capped(response, limit, what)
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                raise _unfetchable(exc, what) from None
+                raise _too_slow(budget, what) if budget.expired else _unfetchable(exc, what) from None
             finally:
                 response.release_conn()
                 pool.close()
         raise _unfetchable(failure, what) from None
 
 
+def current_deadline_of_fetch() -> Deadline:
+    found = current_deadline()
+    assert found is not None, "MetadataDocuments.download sets the fetch's deadline"
+    return found
+
+
 def _unfetchable(exc: Exception | None, what: str = "metadata document") -> ClientRejected:
     return ClientRejected(f"The client's {what} could not be fetched ({type(exc).__name__}).")
 
 
-def _read_capped(response: Any, timeout: float, limit: int = MAX_DOCUMENT_BYTES,
-                 what: str = "metadata document") -> bytes:
+def _too_slow(budget: Deadline, what: str = "metadata document") -> ClientRejected:
+    return ClientRejected(f"The client's {what} took too long to arrive (over {budget.seconds:g} s).")
+
+
+def _read_capped(response: Any, limit: int, what: str) -> bytes:
     if response.status != 200:
         raise ClientRejected(f"The client's {what} answered HTTP {response.status}.")
     body = b""
-    deadline = time.monotonic() + timeout
     for chunk in response.stream(1024):
         body += chunk
         if len(body) > limit:
             raise ClientRejected(f"The client's {what} is over {limit} bytes.")
-        if time.monotonic() > deadline:
-            raise ClientRejected(f"The client's {what} took too long to arrive.")
     return body
 
 

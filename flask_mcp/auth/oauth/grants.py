@@ -1,6 +1,7 @@
 """Authlib's grants, tied to an :class:`~flask_mcp.auth.oauth.store.OAuthStore`:
-authorization code with PKCE S256 required (``plain`` refused), RFC 8707
-resource indicators, refresh tokens rotated on every use with reuse
+authorization code with PKCE S256 required (``plain`` refused), a code
+presented twice revoking the tokens of its first exchange (OAuth 2.1 4.1.3,
+RFC 6749 4.1.2), RFC 8707 resource indicators, refresh tokens rotated on every use with reuse
 detection, RFC 7009 revocation."""
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
 
 
 class _Code:
-    """A :class:`CodeRecord` as authlib's ``AuthorizationCodeMixin``."""
+    """A :class:`CodeRecord` as authlib's ``AuthorizationCodeMixin``, with the
+    token ``family`` its exchange produces."""
 
-    def __init__(self, record: CodeRecord) -> None:
+    def __init__(self, record: CodeRecord, family: str) -> None:
         self.record = record
+        self.family = family
 
     def get_redirect_uri(self) -> str:
         return self.record.redirect_uri
@@ -132,19 +135,31 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[mis
         ))
 
     def query_authorization_code(self, code: str, client: Client) -> _Code | None:
-        # Taken (deleted) at once: a code works once, even when this exchange fails later.
-        record = self.store.take_code(token_hash(code))
-        if record is None or record.expires_at <= time.time():
+        # Taken (marked used) at once: a code works once, even when this exchange fails later.
+        code_hash, family = token_hash(code), new_family()
+        record = self.store.take_code(code_hash, family)
+        if record is None:
+            replayed = self.store.replay_code(code_hash)
+            if replayed is not None:
+                logger.warning("OAuth: client %s presented a used authorization code again; revoking the "
+                               "tokens it was exchanged for", client.client_id)
+                self.store.revoke_family(replayed)
+            return None
+        if record.expires_at <= time.time():
             return None
         if record.client_id != client.client_id:
             logger.warning("OAuth: client %s presented a code issued to %s; refused", client.client_id,
                            record.client_id)
             return None
         check_resource(self.request.payload.datalist.get("resource", []), record.resource)
-        return _Code(record)
+        return _Code(record, family)
 
     def delete_authorization_code(self, authorization_code: _Code) -> None:
-        pass  # already gone: query_authorization_code took it
+        """Called after the tokens were saved. Already taken by query_authorization_code;
+        but a replay racing this exchange may have revoked the family before its
+        tokens existed: then revoke it again, so they go with it."""
+        if self.store.code_replayed(authorization_code.record.code_hash):
+            self.store.revoke_family(authorization_code.family)
 
     def authenticate_user(self, authorization_code: _Code) -> str:
         return authorization_code.record.user_id

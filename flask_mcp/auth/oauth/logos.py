@@ -16,7 +16,7 @@ import time
 
 from flask import Response
 
-from .clients import ClientRejected, MetadataDocuments
+from .clients import ClientRejected, FetchesBusy, MetadataDocuments
 
 logger = logging.getLogger("flask_mcp")
 
@@ -63,6 +63,8 @@ class Logos:
             return cached[1]
         try:
             found: tuple[bytes, str] | None = self.fetch(logo_uri)
+        except FetchesBusy:
+            return None  # the placeholder this once, and nothing remembered: the logo is not at fault
         except ClientRejected as exc:
             logger.warning("OAuth: the client logo %r is not shown: %s", logo_uri, exc)
             found = None

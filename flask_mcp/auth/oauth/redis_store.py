@@ -30,21 +30,57 @@ end
 return 0
 """
 
+#: Store a code: its record, not yet used, expiring with it (one key: atomic, one cluster slot).
+_SAVE_CODE = """
+redis.call('HSET', KEYS[1], 'record', ARGV[1], 'used', '0', 'replayed', '0')
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+#: Mark a code used by the token family ARGV[1]; its record only for the caller that did.
+_TAKE_CODE = """
+local record = redis.call('HGET', KEYS[1], 'record')
+if not record or redis.call('HGET', KEYS[1], 'used') ~= '0' then
+    return false
+end
+redis.call('HSET', KEYS[1], 'used', '1', 'family', ARGV[1])
+return record
+"""
+
+#: A used code presented again: flag it, and answer the family its first exchange produced.
+_REPLAY_CODE = """
+if redis.call('HGET', KEYS[1], 'used') ~= '1' then
+    return false
+end
+redis.call('HSET', KEYS[1], 'replayed', '1')
+return redis.call('HGET', KEYS[1], 'family')
+"""
+
 
 class RedisOAuthStore:
-    """Codes and tokens in Redis, under ``prefix``."""
+    """Codes and tokens in Redis (one server, Sentinel's primary, or a
+    cluster), under ``prefix``. Every script touches one key, and no command
+    spans keys atomically, so the keys need no shared hash slot on a cluster."""
 
     def __init__(self, client: Any, prefix: str = "flask-mcp:oauth:") -> None:
         self.redis = client
         self.prefix = prefix
-        self._raise_flag = client.register_script(_RAISE_FLAG)
-        self._set_if_present = client.register_script(_SET_IF_PRESENT)
+        self._scripts: dict[str, Any] = {}
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "flask-mcp:oauth:") -> RedisOAuthStore:
-        import redis
+        """Any URL ``MCP_BACKEND`` accepts for Redis (see :func:`redis_client`)."""
+        return cls(redis_client(url), prefix)
 
-        return cls(redis.Redis.from_url(url), prefix)
+    def _script(self, source: str) -> Any:
+        """Registered on first use: a cluster client connects when first asked anything."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = self.redis.register_script(source)
+        return script
+
+    def _raise_flag(self, *, keys: list[str], args: list[str]) -> Any:
+        return self._script(_RAISE_FLAG)(keys=keys, args=args)
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -58,11 +94,18 @@ class RedisOAuthStore:
 
     def save_code(self, record: CodeRecord) -> None:
         ttl = max(1, int(record.expires_at - time.time()) + 1)
-        self.redis.set(self._key("code", record.code_hash), json.dumps(asdict(record)), ex=ttl)
+        self._script(_SAVE_CODE)(keys=[self._key("code", record.code_hash)], args=[json.dumps(asdict(record)), ttl])
 
-    def take_code(self, code_hash: str) -> CodeRecord | None:
-        raw = self.redis.getdel(self._key("code", code_hash))
+    def take_code(self, code_hash: str, family: str) -> CodeRecord | None:
+        raw = self._script(_TAKE_CODE)(keys=[self._key("code", code_hash)], args=[family])
         return CodeRecord(**json.loads(raw)) if raw else None
+
+    def replay_code(self, code_hash: str) -> str | None:
+        family = self._script(_REPLAY_CODE)(keys=[self._key("code", code_hash)], args=[])
+        return family.decode() if isinstance(family, bytes) else family
+
+    def code_replayed(self, code_hash: str) -> bool:
+        return bool(self.redis.hget(self._key("code", code_hash), "replayed") == b"1")
 
     def save_token(self, record: TokenRecord, client_name: str) -> None:
         ttl = max(1, int(record.refresh_expires_at - time.time()) + 1)
@@ -117,7 +160,7 @@ class RedisOAuthStore:
         self._flag(self.redis.smembers(self._key("family", family)) - first, "revoked")
 
     def mark_used(self, access_hash: str, when: float) -> None:
-        self._set_if_present(keys=[self._key("token", access_hash)], args=["last_used", repr(when)])
+        self._script(_SET_IF_PRESENT)(keys=[self._key("token", access_hash)], args=["last_used", repr(when)])
 
     def connections(self, user_id: str) -> list[Connection]:
         now = time.time()
@@ -144,3 +187,37 @@ class RedisOAuthStore:
             if loaded is not None and loaded[0].client_id == client_id and not loaded[0].revoked:
                 live.append(access_hash)
         return self._flag(live, "revoked")
+
+
+def redis_client(spec: Any) -> Any:
+    """A Redis client for ``MCP_OAUTH_STORE``, built as ``MCP_BACKEND`` builds
+    its own (flask_mcp.backends): ``redis://``, ``rediss://``, ``unix://``,
+    ``redis+unix://``, ``redis+sentinel://``, ``redis+cluster://``,
+    ``rediss+cluster://``, or the app's ``redis.Redis`` / ``RedisCluster``."""
+    if not isinstance(spec, str):
+        import redis
+        from redis.cluster import RedisCluster
+
+        if isinstance(spec, redis.Redis):
+            if getattr(spec.connection_pool, "is_master", True) is False:
+                raise ValueError(f"MCP_OAUTH_STORE {spec!r} reads from Sentinel replicas, which refuse writes: "
+                                 "give Sentinel.master_for(...) instead")
+            return spec
+        if isinstance(spec, RedisCluster):
+            return spec
+        raise ValueError(f"MCP_OAUTH_STORE {spec!r} is not a Redis client")
+    scheme, _, rest = spec.partition("://")
+    scheme = scheme.lower()
+    if scheme in ("redis", "rediss", "unix", "redis+unix"):
+        from ...backends.redis import client_from_url
+
+        return client_from_url("unix://" + rest if scheme == "redis+unix" else spec)
+    if scheme == "redis+sentinel":
+        from ...backends.redis_sentinel import client_from_sentinel_url
+
+        return client_from_sentinel_url(spec)
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        from ...backends.redis_cluster import client_from_url as cluster_client_from_url
+
+        return cluster_client_from_url(spec)
+    raise ValueError(f"MCP_OAUTH_STORE {spec!r} is not a Redis URL")

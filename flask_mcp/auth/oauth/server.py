@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,12 +20,13 @@ from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from flask import Blueprint, Flask, Response, abort, current_app, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
+from ...backends.contracts import redact_url
 from ...config import ConfigError, Settings
 from .. import hardening
 from ..metadata import resource_url
 from ..tokens import token_hash
-from .clients import Client, ClientRejected, MetadataDocuments, client_from_document
-from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required, new_family
+from .clients import Client, ClientRejected, FetchesBusy, MetadataDocuments, client_from_document
+from .grants import AuthorizationCodeGrant, RefreshTokenGrant, Revocation, S256Required
 from .logos import Logos, image_response
 from .pages import ConnectedApp, ago, describe, is_packaged, iso, page_headers, scope_descriptions
 from .store import Connection, OAuthStore, TokenRecord
@@ -42,7 +44,8 @@ DEFAULTS: dict[str, Any] = {
     "MCP_OAUTH_ACCESS_TOKEN_TTL": 3600,
     "MCP_OAUTH_REFRESH_TOKEN_TTL": 30 * 24 * 3600,
     "MCP_OAUTH_CODE_TTL": 60,
-    "MCP_OAUTH_CIMD_TIMEOUT": 5,  # seconds to fetch a Client ID Metadata Document
+    "MCP_OAUTH_CIMD_TIMEOUT": 5,  # seconds to fetch a Client ID Metadata Document (the whole fetch)
+    "MCP_OAUTH_CIMD_MAX_FETCHES": 2,  # documents fetched at once per process; keep it below the threads
     "MCP_OAUTH_CIMD_CACHE_TTL": 300,
     "MCP_OAUTH_CIMD_CA_BUNDLE": None,  # a CA bundle for fetching metadata documents (default: certifi's)
     "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": False,  # tests only: metadata documents on 127.0.0.1
@@ -52,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _CSRF_KEY = "mcp_oauth_csrf"
+
+#: The URL schemes of a Redis store: every form ``MCP_BACKEND`` accepts for Redis.
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+unix", "redis+sentinel", "redis+cluster", "rediss+cluster")
 
 
 def _flask_login_user() -> str | None:
@@ -69,6 +75,16 @@ def _flask_login_sign_out() -> None:
 def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuthStore:
     """``MCP_OAUTH_STORE`` as a store object."""
     if not isinstance(spec, str):
+        redis_module = sys.modules.get("redis")  # a client of the app's: only if redis is imported already
+        cluster_module = sys.modules.get("redis.cluster")
+        if (redis_module is not None and isinstance(spec, redis_module.Redis)) or (
+                cluster_module is not None and isinstance(spec, cluster_module.RedisCluster)):
+            from .redis_store import RedisOAuthStore, redis_client
+
+            try:
+                return RedisOAuthStore(redis_client(spec), prefix)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         return spec  # type: ignore[no-any-return]
     if spec.startswith("sqlite://"):
         from .sqlite_store import SQLiteOAuthStore
@@ -77,12 +93,15 @@ def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuth
         if not path:
             path = os.path.join(app.instance_path, "mcp-oauth.sqlite3")
         return SQLiteOAuthStore(path)
-    if spec.startswith(("redis://", "rediss://", "unix://")):
+    if spec.partition("://")[0].lower() in REDIS_SCHEMES:
         from .redis_store import RedisOAuthStore
 
-        return RedisOAuthStore.from_url(spec, prefix)
-    raise ConfigError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a redis:// URL or a store object "
-                     f"(got {spec!r})")
+        try:
+            return RedisOAuthStore.from_url(spec, prefix)
+        except ValueError as exc:
+            raise ConfigError(f"MCP_OAUTH_STORE {redact_url(spec)!r} is not a valid Redis URL: {exc}") from None
+    raise ConfigError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a Redis URL ({', '.join(REDIS_SCHEMES)}"
+                      f"://...), a redis.Redis or RedisCluster client, or a store object (got {redact_url(spec)!r})")
 
 
 class OAuthServer:
@@ -110,6 +129,7 @@ class OAuthServer:
             cache_ttl=float(config["MCP_OAUTH_CIMD_CACHE_TTL"]),
             allow_loopback=bool(config["MCP_OAUTH_CIMD_ALLOW_LOOPBACK"]),
             verify=config["MCP_OAUTH_CIMD_CA_BUNDLE"] or True,
+            max_fetches=int(config["MCP_OAUTH_CIMD_MAX_FETCHES"]),
         )
         self.logos = Logos(self.documents, cache_ttl=float(config["MCP_OAUTH_CIMD_CACHE_TTL"]))
         self.authlib = AuthorizationServer(app, query_client=self._query_client, save_token=self._save_token)
@@ -181,6 +201,7 @@ class OAuthServer:
         except ClientRejected as exc:
             current_app.logger.warning("OAuth: client %r refused: %s", client_id, exc)
             request.environ["flask_mcp.auth.oauth.client_error"] = str(exc)
+            request.environ["flask_mcp.auth.oauth.client_busy"] = isinstance(exc, FetchesBusy)
             return None
 
     def _save_token(self, token: dict[str, Any], req: Any) -> None:
@@ -189,7 +210,8 @@ class OAuthServer:
             previous = req.refresh_token.record
             family, resource = previous.family, previous.resource
         else:
-            family, resource = new_family(), req.authorization_code.record.resource
+            code = req.authorization_code  # its family was chosen when the code was taken
+            family, resource = code.family, code.record.resource
         refresh = token.get("refresh_token")
         self.store.save_token(TokenRecord(
             access_hash=token_hash(token["access_token"]),
@@ -270,6 +292,11 @@ def _login_redirect(next_path: str | None = None) -> BaseResponse:
 
 def _error_page(error: OAuth2Error) -> BaseResponse:
     detail = request.environ.get("flask_mcp.auth.oauth.client_error") or error.description or error.error
+    if request.environ.get("flask_mcp.auth.oauth.client_busy"):  # RFC 6749 4.1.2.1's code for "not now"
+        body = json.dumps({"error": "temporarily_unavailable", "error_description": detail})
+        response = Response(body, 503, mimetype="application/json")
+        response.headers["Retry-After"] = "1"
+        return _no_framing(response)
     body = json.dumps({"error": error.error, "error_description": detail})
     return _no_framing(Response(body, 400, mimetype="application/json"))
 

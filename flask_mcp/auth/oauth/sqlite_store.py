@@ -17,6 +17,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS oauth_codes (
     code_hash TEXT PRIMARY KEY, client_id TEXT, user_id TEXT, redirect_uri TEXT, scope TEXT,
     resource TEXT, code_challenge TEXT, code_challenge_method TEXT, expires_at REAL);
+CREATE TABLE IF NOT EXISTS oauth_used_codes (
+    code_hash TEXT PRIMARY KEY, family TEXT, replayed INTEGER, expires_at REAL);
 CREATE TABLE IF NOT EXISTS oauth_tokens (
     access_hash TEXT PRIMARY KEY, refresh_hash TEXT UNIQUE, family TEXT, client_id TEXT, user_id TEXT,
     scope TEXT, resource TEXT, issued_at REAL, expires_at REAL, refresh_expires_at REAL,
@@ -60,15 +62,37 @@ class SQLiteOAuthStore:
     def save_code(self, record: CodeRecord) -> None:
         self._db().execute("INSERT INTO oauth_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", astuple(record))
 
-    def take_code(self, code_hash: str) -> CodeRecord | None:
+    def take_code(self, code_hash: str, family: str) -> CodeRecord | None:
         db = self._db()
+        now = time.time()
         db.execute("BEGIN IMMEDIATE")
         try:
             row = db.execute("SELECT * FROM oauth_codes WHERE code_hash = ?", (code_hash,)).fetchone()
-            db.execute("DELETE FROM oauth_codes WHERE code_hash = ? OR expires_at < ?", (code_hash, time.time()))
+            db.execute("DELETE FROM oauth_codes WHERE code_hash = ? OR expires_at < ?", (code_hash, now))
+            db.execute("DELETE FROM oauth_used_codes WHERE expires_at < ?", (now,))
+            if row is not None:
+                record = CodeRecord(*row)
+                db.execute("INSERT OR REPLACE INTO oauth_used_codes VALUES (?, ?, 0, ?)",
+                           (code_hash, family, record.expires_at))
         finally:
             db.execute("COMMIT")
         return CodeRecord(*row) if row else None
+
+    def replay_code(self, code_hash: str) -> str | None:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT family FROM oauth_used_codes WHERE code_hash = ? AND expires_at >= ?",
+                             (code_hash, time.time())).fetchone()
+            db.execute("UPDATE oauth_used_codes SET replayed = 1 WHERE code_hash = ?", (code_hash,))
+        finally:
+            db.execute("COMMIT")
+        return str(row[0]) if row else None
+
+    def code_replayed(self, code_hash: str) -> bool:
+        row = self._db().execute("SELECT replayed FROM oauth_used_codes WHERE code_hash = ?",
+                                 (code_hash,)).fetchone()
+        return bool(row and row[0])
 
     def save_token(self, record: TokenRecord, client_name: str) -> None:
         self._db().execute(f"INSERT INTO oauth_tokens ({_TOKEN_COLUMNS}, client_name) "

@@ -72,8 +72,21 @@ class OAuthStore(Protocol):
 
     def save_code(self, record: CodeRecord) -> None: ...
 
-    def take_code(self, code_hash: str) -> CodeRecord | None:
-        """Remove and return the code: a second call for the same code gets ``None``."""
+    def take_code(self, code_hash: str, family: str) -> CodeRecord | None:
+        """Mark the code used, by the token ``family`` its exchange will produce,
+        and return it, in one atomic step: a second call for the same code gets
+        ``None``. The used code is kept (hashed) until it expires, so that a
+        replay can find that family (:meth:`replay_code`)."""
+        ...
+
+    def replay_code(self, code_hash: str) -> str | None:
+        """A used code was presented again: remember that, and return the family
+        its first exchange produced (``None``: unknown or expired)."""
+        ...
+
+    def code_replayed(self, code_hash: str) -> bool:
+        """Whether a used code was presented again (asked after its first exchange
+        saved its tokens: a replay racing that exchange is caught here)."""
         ...
 
     def save_token(self, record: TokenRecord, client_name: str) -> None: ...

@@ -36,6 +36,7 @@ def _example() -> Any:
 create_app: Callable[[dict[str, Any]], Flask] = _example().create_app
 
 RESOURCE = "http://localhost/mcp"
+REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 @pytest.fixture
@@ -56,24 +57,42 @@ def make_app(tmp_path: Path, site: ClientSite, **config: Any) -> Flask:
     })
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def app(request: pytest.FixtureRequest, tmp_path: Path, site: ClientSite) -> Iterator[Flask]:
-    """The example members' app, its OAuth state in SQLite (the default) or Redis."""
-    if request.param == "sqlite":
-        yield make_app(tmp_path, site)
-        return
+def redis_store_url(request: pytest.FixtureRequest, kind: str) -> str:
+    """A Redis for the OAuth store: the one on 127.0.0.1:6379, or a Sentinel deployment or a
+    cluster the tests start (tests/redis_server.py), as the backend tests use them."""
     redis = pytest.importorskip("redis")
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    if kind == "redis-sentinel":
+        url: str = request.getfixturevalue("sentinel_deployment").url()
+        return url
+    if kind == "redis-cluster":
+        from redis_server import shared_cluster
+
+        cluster_url: str = shared_cluster().url
+        return cluster_url
     try:
-        client.ping()
+        redis.Redis.from_url(REDIS_URL).ping()
     except redis.RedisError:
         if os.environ.get("CI"):
             pytest.fail("Redis is not reachable on 127.0.0.1:6379")
         pytest.skip("Redis is not reachable on 127.0.0.1:6379")
+    return REDIS_URL
+
+
+@pytest.fixture(params=["sqlite", "redis", "redis-sentinel", "redis-cluster"])
+def app(request: pytest.FixtureRequest, tmp_path: Path, site: ClientSite) -> Iterator[Flask]:
+    """The example members' app, its OAuth state in SQLite (the default), Redis, the primary a
+    Sentinel names, or a Redis Cluster (each by its MCP_BACKEND-style URL)."""
+    if request.param == "sqlite":
+        yield make_app(tmp_path, site)
+        return
+    url = redis_store_url(request, request.param)
     prefix = f"flask-mcp-test-oauth-{os.getpid()}-{time.monotonic_ns()}:"
-    yield make_app(tmp_path, site, MCP_OAUTH_STORE="redis://127.0.0.1:6379/0", MCP_OAUTH_STORE_PREFIX=prefix)
+    app = make_app(tmp_path, site, MCP_OAUTH_STORE=url, MCP_OAUTH_STORE_PREFIX=prefix)
+    yield app
+    client = oauth_server(app).store.redis
     for key in client.scan_iter(prefix + "*"):
         client.delete(key)
+    client.close()
 
 
 @pytest.fixture
@@ -302,6 +321,49 @@ def test_a_code_works_once(browser: FlaskClient, site: ClientSite) -> None:
     assert again.status_code == 400 and json_of(again)["error"] == "invalid_grant"
 
 
+def test_a_replayed_code_revokes_the_tokens_of_its_first_exchange(browser: FlaskClient, site: ClientSite) -> None:
+    # OAuth 2.1 4.1.3 / RFC 6749 4.1.2: a code used twice was stolen, or the first use was;
+    # the tokens it gave must stop working, access and refresh alike.
+    client_id = site.add_client("host")
+    code, verifier = get_code(browser, site, client_id)
+    api = browser.application.test_client()
+    form = {"code": code, "code_verifier": verifier, "client_id": client_id, "redirect_uri": site.redirect_uri}
+    first = json_of(exchange(api, **form))
+    assert call(api, first["access_token"]).status_code == 200  # working before the replay
+
+    again = exchange(api, **form)
+
+    assert again.status_code == 400 and json_of(again)["error"] == "invalid_grant"
+    refused = call(api, first["access_token"])
+    assert refused.status_code == 401 and 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
+    refresh = api.post("/oauth/token", data={"grant_type": "refresh_token", "client_id": client_id,
+                                             "refresh_token": first["refresh_token"], "resource": RESOURCE})
+    assert refresh.status_code == 400 and json_of(refresh)["error"] == "invalid_grant"
+
+
+def test_a_replay_racing_the_first_exchange_still_revokes_its_tokens(browser: FlaskClient, site: ClientSite) -> None:
+    # The replay lands after the first exchange took the code but before it saved its tokens:
+    # the family is empty when the replay revokes it, so the first exchange must notice.
+    app = browser.application
+    store = oauth_server(app).store
+    client_id = site.add_client("host")
+    code, verifier = get_code(browser, site, client_id)
+    form = {"code": code, "code_verifier": verifier, "client_id": client_id, "redirect_uri": site.redirect_uri}
+    save_token = store.save_token
+    replays: list[int] = []
+
+    def replay_then_save(*args: Any) -> None:
+        if not replays:
+            replays.append(exchange(app.test_client(), **form).status_code)
+        save_token(*args)
+
+    store.save_token = replay_then_save
+    first = exchange(app.test_client(), **form)
+
+    assert replays == [400] and first.status_code == 200
+    assert call(app.test_client(), json_of(first)["access_token"]).status_code == 401
+
+
 def test_a_code_is_refused_to_another_client(browser: FlaskClient, site: ClientSite) -> None:
     victim = site.add_client("host")
     thief = site.add_client("thief")
@@ -465,3 +527,36 @@ def test_the_flow_works_in_an_app_with_flask_wtf_csrf_protection(tmp_path: Path,
     tokens = exchange(app.test_client(), code=code, code_verifier=verifier, client_id=client_id,
                       redirect_uri=site.redirect_uri)
     assert tokens.status_code == 200, tokens.data
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_the_store_may_be_the_apps_own_redis_client(request: pytest.FixtureRequest, tmp_path: Path,
+                                                    site: ClientSite, kind: str) -> None:
+    redis = pytest.importorskip("redis")
+    from redis.cluster import RedisCluster
+
+    url = redis_store_url(request, kind)
+    first_node = url.partition("://")[2].split(",")[0]  # redis+cluster://host:port,host:port...
+    client = RedisCluster.from_url(f"redis://{first_node}") if kind == "redis-cluster" else redis.Redis.from_url(url)
+    app = make_app(tmp_path, site, MCP_OAUTH_STORE=client, MCP_OAUTH_STORE_PREFIX=f"flask-mcp-test-own-{kind}:")
+    assert oauth_server(app).store.redis is client
+    browser = app.test_client()
+    browser.post("/login", data={"username": "alice", "password": "wonderland"})
+    client_id = site.add_client("own")
+    code, verifier = get_code(browser, site, client_id)
+    tokens = exchange(app.test_client(), code=code, code_verifier=verifier, client_id=client_id,
+                      redirect_uri=site.redirect_uri)
+    assert call(app.test_client(), json_of(tokens)["access_token"]).status_code == 200
+    for key in client.scan_iter(f"flask-mcp-test-own-{kind}:*"):
+        client.delete(key)
+    client.close()
+
+
+@pytest.mark.parametrize("url", ["redis+sentinel://127.0.0.1:1", "redis+cluster://:nope@", "memcached://x"])
+def test_a_bad_store_url_is_refused_at_start_up_without_its_password(tmp_path: Path, site: ClientSite,
+                                                                      url: str) -> None:
+    from flask_mcp.config import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        make_app(tmp_path, site, MCP_OAUTH_STORE=url)
+    assert "MCP_OAUTH_STORE" in str(refused.value) and "nope" not in str(refused.value)
