@@ -19,10 +19,10 @@ from .auth.tokens import AsyncTokenVerifier, Principal, TokenVerifier, as_verifi
 from .auth.verifiers import verifier_from_settings
 from .backends import Backend, open_backend
 from .backends.contracts import CountableStore, StatusCountingStore
-from .config import DEFAULTS, ConfigError, Settings, load_settings
+from .config import KEYS, ConfigError, Settings, load_settings
 from .context import Context
 from .coroutines import synced
-from .environment import unloaded_variables, unloaded_warning
+from .environment import ignored_settings
 from .features.options import ToolOptions, check_options
 from .features.resources_and_prompts import ResourcesAndPromptsMixin
 from .features.skills.api import SkillsMixin
@@ -98,12 +98,14 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         """Read and validate the ``MCP_*`` configuration and mount the endpoints."""
         if "mcp" in app.extensions:
             raise RuntimeError("This app already has an MCP extension; call init_app once per app.")
-        unloaded = unloaded_variables(os.environ, app.config)
-        if unloaded:
-            logger.warning(unloaded_warning(unloaded))
-        for key, default in DEFAULTS.items():
+        ignored = ignored_settings(os.environ, app.config)  # before the defaults fill app.config in
+        for key, default in KEYS.items():
             app.config.setdefault(key, default)
         settings = load_settings(app.config, self._overrides, app.name)
+        if ignored and settings.strict_config:
+            raise ConfigError("MCP_STRICT_CONFIG is on: " + "; ".join(ignored))
+        for message in ignored:
+            logger.warning(message)
         verifier = verifier_from_settings(settings)
         backend = _open_backend(app, settings)
         try:
@@ -151,7 +153,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             server.methods.tasks.observer = telemetry
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
         state = app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits,
-                                                 telemetry)
+                                                 telemetry, ignored_settings=tuple(ignored))
         if telemetry is not None:
             telemetry.gauges(_gauge_sources(state))
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
