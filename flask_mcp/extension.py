@@ -29,6 +29,7 @@ from .features.skills.api import SkillsMixin
 from .features.skills.catalog import ResourcesWithSkills
 from .features.tools import Tool, ToolRegistry
 from .http.blueprint import create_blueprint
+from .http.capacity import gunicorn_workers
 from .http.state import MCPState
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
@@ -358,11 +359,12 @@ def _open_backend(app: Flask, settings: Settings) -> Backend:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     description = backend.describe()
-    if description.startswith("memory") and not (app.debug or app.testing):
+    workers = gunicorn_workers()  # one process (flask run, a script, tests): memory:// is fine
+    if description.startswith("memory") and workers is not None and workers > 1:
         logger.warning(
-            "MCP_BACKEND is memory://: sessions live in this process only, so with several "
+            "MCP_BACKEND is memory://: sessions live in this process only, so with %d "
             "gunicorn workers legacy clients will lose theirs. Use sqlite:// (one machine) "
-            "or redis:// (several)."
+            "or redis:// (several).", workers,
         )
     if not backend.supports_bus:
         logger.warning(
