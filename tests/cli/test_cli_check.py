@@ -215,6 +215,14 @@ def test_check_introspects_a_made_up_token(auth_server: AuthServer) -> None:
 # ---------------------------------------------------------------------- no noise on a correct app
 
 
+@pytest.fixture
+def no_mcp_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FLASK_MCP_* variable of the shell running the tests reaches these apps."""
+    for name in list(os.environ):
+        if name.startswith("FLASK_MCP_"):
+            monkeypatch.delenv(name)
+
+
 def _app_with(tmp_path: Path, takes_context: str | None) -> Flask:
     app = Flask("quiet", instance_path=str(tmp_path))
     mcp = MCP(app)
@@ -234,6 +242,7 @@ def _app_with(tmp_path: Path, takes_context: str | None) -> Flask:
     return app
 
 
+@pytest.mark.usefixtures("no_mcp_variables")
 def test_secret_key_is_asked_for_only_when_something_may_ask_the_client(tmp_path: Path) -> None:
     """Flask asks for no SECRET_KEY until a session needs one; flask-mcp needs it only to
     seal requestState, i.e. when a tool or prompt that takes a Context asks the client."""
@@ -274,3 +283,20 @@ def test_check_strict_passes_on_the_readme_app(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warn" not in done.stdout and "All checks passed." in done.stdout
     assert "server calculator 1.0.0" in done.stdout
+
+
+@pytest.mark.usefixtures("no_mcp_variables")
+def test_check_reports_what_init_app_warned_it_ignores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same findings as init_app's warnings, read before init_app filled app.config in."""
+    monkeypatch.setenv("FLASK_MCP_BACKEND", "memory://")  # a setting, never loaded
+    monkeypatch.setenv("FLASK_MCP_PAGESIZE", "20")  # no setting at all
+    app = _app_with(tmp_path, None)
+    found = [detail for status, detail in _findings(runner_for(app)("check", "--json"))["configuration"]
+             if status == "warn"]
+    assert found == [
+        "FLASK_MCP_BACKEND is set in the environment, but app.config has no such key, so flask-mcp ignores it. "
+        "Flask loads prefixed variables only on request: call app.config.from_prefixed_env() before MCP(app) "
+        "(or mcp.init_app(app)).",
+        "FLASK_MCP_PAGESIZE is set in the environment, but MCP_PAGESIZE is not a flask-mcp setting "
+        "(did you mean FLASK_MCP_PAGE_SIZE?)",
+    ]
