@@ -67,10 +67,8 @@ CATALOGUE = {
 @mcp.instructions
 def instructions(ctx: Context) -> str:
     client = ctx.client_info.get("name", "an MCP client")
-    return (
-        f"You are helping a customer of the Corner Bookshop through {client}. Prices are in euros. "
-        "Before using the tools, load the skill skill://bookshop-desk/SKILL.md."
-    )
+    text = f"You are helping a customer of the Corner Bookshop through {client}. Prices are in euros."
+    return f"{text} Before using the tools, load the skill {RUNBOOK[0]}." if RUNBOOK else text
 
 
 @mcp.tool(annotations={"readOnlyHint": True}, ui="ui://bookshop/shelf")
@@ -162,8 +160,13 @@ def shelf() -> str:
 
 
 # The desk runbook for the tools above, served with them (the skills extension;
-# its SKILL.md front matter is YAML: the "skills" extra installs PyYAML).
-mcp.skills_from_directory(Path(__file__).parent / "skills")
+# its SKILL.md front matter is YAML: the "skills" extra installs PyYAML). Without
+# the extra the shop opens without its runbook, and says so once.
+try:
+    RUNBOOK = mcp.skills_from_directory(Path(__file__).parent / "skills")
+except ImportError as exc:
+    RUNBOOK = []
+    app.logger.warning("The bookshop-desk skill is left out: %s", exc)
 
 
 # ---------------------------------------------------------------------- long jobs on Celery

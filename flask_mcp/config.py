@@ -1,8 +1,14 @@
 """Every ``MCP_*`` configuration key, its default, and the frozen settings
-object that ``init_app`` builds from them (validated once, at start-up)."""
+object that ``init_app`` builds from them (validated once, at start-up).
+
+The keys are defined here and nowhere else: the configuration reference
+(docs/configuration.md) is generated from these tables, comments included,
+and a key the package reads that is missing here fails tests/test_config.py.
+"""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +76,37 @@ DEFAULTS: dict[str, Any] = {
     # resources/directory/read, declared as directoryRead (docs/skills.md).
     "MCP_SKILLS_DIRECTORY_READ": False,  # answer resources/directory/read for skill folders (directoryRead)
     "MCP_TELEMETRY": True,  # OpenTelemetry spans and metrics, and the flask_mcp.access log (docs/observability.md)
+    "MCP_STRICT_CONFIG": False,  # ConfigError, not a warning, for unknown MCP_* keys and unloaded FLASK_MCP_* vars
 }
+
+#: The app as its own authorization server (``MCP_OAUTH``, docs/oauth.md). Read
+#: from ``app.config`` by ``flask_mcp/auth/oauth/`` when ``MCP_OAUTH`` is on, so
+#: they are not fields of :class:`Settings`.
+OAUTH_DEFAULTS: dict[str, Any] = {
+    "MCP_OAUTH": False,  # turn the authorization server on (needs MCP_AUTH = True and flask-mcp[oauth])
+    "MCP_OAUTH_STORE": "sqlite://",  # where codes and tokens live: "sqlite://[/path]", a Redis URL, or an object
+    "MCP_OAUTH_STORE_PREFIX": "flask-mcp:oauth:",  # the Redis key prefix of a Redis store
+    "MCP_OAUTH_ISSUER": None,  # the issuer URL (None: the request's root URL; set it behind a proxy)
+    "MCP_OAUTH_CURRENT_USER": None,  # a function returning the signed-in user's id or None (None: Flask-Login's)
+    "MCP_OAUTH_LOGIN_URL": None,  # where to send a visitor who is not signed in (None: Flask-Login's login_view)
+    "MCP_OAUTH_CONSENT_TEMPLATE": "mcp_oauth/consent.html",  # the template of the consent page
+    "MCP_OAUTH_CONNECTIONS_TEMPLATE": "mcp_oauth/connections.html",  # the template of the connected-apps page
+    "MCP_OAUTH_ACCESS_TOKEN_TTL": 3600,  # seconds an access token lives
+    "MCP_OAUTH_REFRESH_TOKEN_TTL": 30 * 24 * 3600,  # seconds a refresh token lives (30 days)
+    "MCP_OAUTH_CODE_TTL": 60,  # seconds an authorization code lives
+    "MCP_OAUTH_CIMD_TIMEOUT": 5,  # seconds to fetch a Client ID Metadata Document or a logo (the whole fetch)
+    "MCP_OAUTH_CIMD_MAX_FETCHES": 2,  # documents and logos fetched at once per process (beyond: 503 at once)
+    "MCP_OAUTH_CIMD_CACHE_TTL": 300,  # seconds a fetched metadata document is reused
+    "MCP_OAUTH_CIMD_CA_BUNDLE": None,  # CA bundle for metadata documents (None: REQUESTS_CA_BUNDLE, else certifi's)
+    "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": False,  # tests only: accept metadata documents on 127.0.0.1 / ::1
+    "MCP_OAUTH_DYNAMIC_REGISTRATION": False,  # also accept RFC 7591 registrations at /oauth/register
+    "MCP_OAUTH_SCOPE_DESCRIPTIONS": {},  # scope -> what the consent page says it lets an app do ("Read your notes")
+    "MCP_OAUTH_SIGN_OUT": None,  # a function signing the user out, for "Not you?" (None: Flask-Login's logout_user)
+}
+
+#: Every key flask-mcp reads, with its default: what ``init_app`` writes into
+#: ``app.config`` (``setdefault``) and what an ``MCP_*`` key is checked against.
+KEYS: dict[str, Any] = {**DEFAULTS, **OAUTH_DEFAULTS}
 
 OriginCheck = Callable[[str], bool]
 
@@ -123,6 +159,7 @@ class Settings:
     task_runner: str = "thread"
     skills_directory_read: bool = False
     telemetry: bool = True
+    strict_config: bool = False
 
 
 class ConfigError(ValueError):
@@ -176,8 +213,25 @@ def load_settings(config: Mapping[str, Any], overrides: Mapping[str, Any], app_n
         task_runner=runner,
         skills_directory_read=_flag(value("MCP_SKILLS_DIRECTORY_READ"), "MCP_SKILLS_DIRECTORY_READ"),
         telemetry=_flag(value("MCP_TELEMETRY"), "MCP_TELEMETRY"),
+        strict_config=_flag(value("MCP_STRICT_CONFIG"), "MCP_STRICT_CONFIG"),
         **_security_settings(value),
     )
+
+
+def did_you_mean(key: str, prefix: str = "") -> str:
+    """`` (did you mean MCP_PAGE_SIZE?)`` for a key close to one flask-mcp reads
+    (``prefix`` before the suggestion: ``FLASK_`` for a variable), else ``""``."""
+    close = difflib.get_close_matches(key, KEYS, n=1)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
+def unknown_keys(config: Mapping[str, Any]) -> list[str]:
+    """The ``MCP_*`` keys of ``config`` that flask-mcp does not read, sorted."""
+    return sorted(key for key in config if isinstance(key, str) and key.startswith("MCP_") and key not in KEYS)
+
+
+def unknown_key_message(key: str) -> str:
+    return f"{key} is not a flask-mcp setting and is ignored{did_you_mean(key)}"
 
 
 def _security_settings(value: Callable[[str], Any]) -> dict[str, Any]:

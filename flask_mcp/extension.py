@@ -19,16 +19,17 @@ from .auth.tokens import AsyncTokenVerifier, Principal, TokenVerifier, as_verifi
 from .auth.verifiers import verifier_from_settings
 from .backends import Backend, open_backend
 from .backends.contracts import CountableStore, StatusCountingStore
-from .config import DEFAULTS, ConfigError, Settings, load_settings
+from .config import KEYS, ConfigError, Settings, load_settings
 from .context import Context
 from .coroutines import synced
-from .environment import unloaded_variables, unloaded_warning
+from .environment import ignored_settings
 from .features.options import ToolOptions, check_options
 from .features.resources_and_prompts import ResourcesAndPromptsMixin
 from .features.skills.api import SkillsMixin
 from .features.skills.catalog import ResourcesWithSkills
 from .features.tools import Tool, ToolRegistry
 from .http.blueprint import create_blueprint
+from .http.capacity import gunicorn_workers
 from .http.state import MCPState
 from .protocol.bus import EVENTS_CHANNEL
 from .protocol.errors import InternalError
@@ -98,12 +99,14 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         """Read and validate the ``MCP_*`` configuration and mount the endpoints."""
         if "mcp" in app.extensions:
             raise RuntimeError("This app already has an MCP extension; call init_app once per app.")
-        unloaded = unloaded_variables(os.environ, app.config)
-        if unloaded:
-            logger.warning(unloaded_warning(unloaded))
-        for key, default in DEFAULTS.items():
+        ignored = ignored_settings(os.environ, app.config)  # before the defaults fill app.config in
+        for key, default in KEYS.items():
             app.config.setdefault(key, default)
         settings = load_settings(app.config, self._overrides, app.name)
+        if ignored and settings.strict_config:
+            raise ConfigError("MCP_STRICT_CONFIG is on: " + "; ".join(ignored))
+        for message in ignored:
+            logger.warning(message)
         verifier = verifier_from_settings(settings)
         backend = _open_backend(app, settings)
         try:
@@ -151,7 +154,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             server.methods.tasks.observer = telemetry
         authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
         state = app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits,
-                                                 telemetry)
+                                                 telemetry, ignored_settings=tuple(ignored))
         if telemetry is not None:
             telemetry.gauges(_gauge_sources(state))
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
@@ -356,11 +359,12 @@ def _open_backend(app: Flask, settings: Settings) -> Backend:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     description = backend.describe()
-    if description.startswith("memory") and not (app.debug or app.testing):
+    workers = gunicorn_workers()  # one process (flask run, a script, tests): memory:// is fine
+    if description.startswith("memory") and workers is not None and workers > 1:
         logger.warning(
-            "MCP_BACKEND is memory://: sessions live in this process only, so with several "
+            "MCP_BACKEND is memory://: sessions live in this process only, so with %d "
             "gunicorn workers legacy clients will lose theirs. Use sqlite:// (one machine) "
-            "or redis:// (several)."
+            "or redis:// (several).", workers,
         )
     if not backend.supports_bus:
         logger.warning(

@@ -39,11 +39,22 @@ def reference_pattern() -> re.Pattern[str]:
     raise AssertionError(f"no _KEY pattern in {REFERENCE_EXTENSION}")
 
 
-def descriptions(lines: list[str]) -> dict[str, str]:
+def reference_tables() -> tuple[str, ...]:
+    """The tables of config.py the docs extension can show (its ``TABLES``)."""
+    tree = ast.parse(REFERENCE_EXTENSION.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TABLES" for t in node.targets):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, tuple)
+            return value
+    raise AssertionError(f"no TABLES in {REFERENCE_EXTENSION}")
+
+
+def descriptions(lines: list[str], table: str = "DEFAULTS") -> dict[str, str]:
     """Each key's description as the docs extension reads it: the comment on
-    the key's own line inside the ``DEFAULTS = {...}`` block of ``lines``."""
+    the key's own line inside the ``DEFAULTS = {...}`` block (or ``table``'s) of ``lines``."""
     key_line = reference_pattern()
-    start = next(i for i, line in enumerate(lines) if line.startswith("DEFAULTS"))
+    start = next(i for i, line in enumerate(lines) if line.startswith((f"{table}:", f"{table} =")))
     described: dict[str, str] = {}
     for line in lines[start + 1:]:
         if line.startswith("}"):
@@ -62,9 +73,10 @@ def new_app(**config_values: Any) -> Flask:
 # ---------------------------------------------------------------------- documentation
 
 
-def test_every_key_is_on_a_line_of_its_own_with_a_description() -> None:
-    described = descriptions(inspect.getsourcelines(config)[0])
-    assert list(described) == list(DEFAULTS), "each key of DEFAULTS on a line of its own, in order"
+@pytest.mark.parametrize("table", ["DEFAULTS", "OAUTH_DEFAULTS"])
+def test_every_key_is_on_a_line_of_its_own_with_a_description(table: str) -> None:
+    described = descriptions(inspect.getsourcelines(config)[0], table)
+    assert list(described) == list(getattr(config, table)), f"each key of {table} on a line of its own, in order"
     undescribed = [key for key, text in described.items() if len(text) < 10]
     assert undescribed == [], f"add a comment on the line of {undescribed} in flask_mcp/config.py"
 
@@ -132,6 +144,7 @@ NON_DEFAULT: dict[str, tuple[Any, Any]] = {
     "MCP_TASK_RUNNER": ("celery", "celery"),
     "MCP_SKILLS_DIRECTORY_READ": (True, True),
     "MCP_TELEMETRY": (False, False),
+    "MCP_STRICT_CONFIG": (True, True),
 }
 
 
@@ -237,6 +250,7 @@ BAD: list[tuple[str, Any]] = [
     ("MCP_TELEMETRY", "no"),
     ("MCP_INSTRUCTIONS", 42),
     ("MCP_DNS_REBINDING_PROTECTION", "false"),
+    ("MCP_STRICT_CONFIG", "on"),
 ]
 
 #: Keys config.py takes as they are: others check them (the backend registry,
@@ -264,3 +278,62 @@ def test_a_bad_value_fails_init_app_saying_which_key_what_it_must_be_and_what_it
 def test_empty_instructions_mean_none() -> None:
     assert load_settings({"MCP_INSTRUCTIONS": ""}, {}, "app").instructions is None
     assert load_settings({"MCP_INSTRUCTIONS": "Be brief."}, {}, "app").instructions == "Be brief."
+
+
+# ---------------------------------------------------------------------- every key the code reads, defined once
+
+PACKAGE = ROOT / "flask_mcp"
+#: A whole string that is a key: what a config lookup, a setdefault or a table names.
+KEY_LITERAL = re.compile(r"MCP_[A-Z0-9_]*[A-Z0-9]")
+#: Key-like words the pages and docstrings use on purpose: typos shown as examples, and the
+#: FLASK_MCP_X__Y -> MCP_X pattern of from_prefixed_env.
+EXAMPLES = {"MCP_SESION_TIMEOUT", "MCP_PAGESIZE", "MCP_X"}
+
+
+def keys_read_by_the_package() -> set[str]:
+    """Every string literal in flask_mcp/ that is an ``MCP_*`` key and nothing else
+    (``config["MCP_OAUTH_ISSUER"]``, ``value("MCP_PAGE_SIZE")``, a table's keys)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and KEY_LITERAL.fullmatch(node.value):
+                found.add(node.value)
+    return found
+
+
+def shown_by_the_reference() -> set[str]:
+    """The keys the generated configuration reference lists: the rows of each table
+    docs/configuration.md shows with the ``mcp-config`` directive, as the extension reads them."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    tables = [match.group(1) or "DEFAULTS" for match in re.finditer(r"^```\{mcp-config\}[ \t]*(\w*)$", page, re.M)]
+    assert set(tables) <= set(reference_tables()), tables
+    lines = inspect.getsourcelines(config)[0]
+    return {key for table in tables for key in descriptions(lines, table)}
+
+
+def test_every_key_the_package_reads_is_defined_and_in_the_generated_reference() -> None:
+    read = keys_read_by_the_package()
+    assert len(read) > 60 and "MCP_OAUTH_ISSUER" in read and "MCP_PAGE_SIZE" in read  # the scan finds them
+    assert read == set(config.KEYS), (
+        f"read but not defined in flask_mcp/config.py: {sorted(read - set(config.KEYS))}; "
+        f"defined but never read: {sorted(set(config.KEYS) - read)}")
+    assert shown_by_the_reference() == set(config.KEYS)
+
+
+def test_the_tables_define_each_key_once() -> None:
+    assert not set(config.DEFAULTS) & set(config.OAUTH_DEFAULTS)
+    assert config.KEYS == {**config.DEFAULTS, **config.OAUTH_DEFAULTS}
+
+
+def test_every_key_the_code_and_the_pages_mention_exists() -> None:
+    """A message, a docstring or a page naming a key that does not exist sends a
+    reader to set something that does nothing."""
+    texts = [p for p in PACKAGE.rglob("*.py")] + [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    texts += sorted((ROOT / "example").rglob("*.py"))
+    unknown = {
+        f"{path.relative_to(ROOT)}: {word}"
+        for path in texts
+        for word in re.findall(r"(?<![A-Z0-9_])MCP_[A-Z0-9_]*[A-Z0-9]", path.read_text(encoding="utf-8"))
+        if word not in config.KEYS and word not in EXAMPLES
+    }
+    assert unknown == set()

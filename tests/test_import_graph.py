@@ -207,7 +207,7 @@ def test_no_protocol_module_imports_flask_or_werkzeug_even_inside_a_function() -
 PARTS: dict[str, frozenset[str]] = {
     "protocol": frozenset(),
     "config": frozenset(),
-    "environment": frozenset(),
+    "environment": frozenset({"config"}),
     "gunicorn_conf": frozenset(),
     "coroutines": frozenset(),
     "backends": frozenset({"protocol"}),

@@ -1,6 +1,7 @@
 """The ``mcp-config`` directive: the configuration reference, generated at
-build time from ``flask_mcp/config.py`` -- the keys and defaults from
-``DEFAULTS`` itself, each key's description from the comment on its line. A key without a
+build time from ``flask_mcp/config.py`` -- the keys and defaults from one of
+its tables (``DEFAULTS``, or the table named as the directive's argument, e.g.
+``OAUTH_DEFAULTS``), each key's description from the comment on its line. A key without a
 description is a build warning (and ``-W`` makes it an error), so the page
 cannot fall behind the code.
 """
@@ -21,19 +22,23 @@ logger = logging.getLogger(__name__)
 _KEY = re.compile(r'^\s*"(?P<key>MCP_\w+)":\s*(?P<value>.*?),?\s*(?:#\s*(?P<comment>.*))?$')
 
 
-def read_config_source() -> tuple[dict[str, Any], dict[str, str]]:
-    """``DEFAULTS``, and each key's description (the comment on its line), in source order."""
+#: The tables of flask_mcp/config.py a page may show.
+TABLES = ("DEFAULTS", "OAUTH_DEFAULTS")
+
+
+def read_config_source(table: str = "DEFAULTS") -> tuple[dict[str, Any], dict[str, str]]:
+    """The table, and each key's description (the comment on its line), in source order."""
     from flask_mcp import config
 
     lines, _ = inspect.getsourcelines(config)
-    start = next(i for i, line in enumerate(lines) if line.startswith("DEFAULTS"))
+    start = next(i for i, line in enumerate(lines) if line.startswith((f"{table}:", f"{table} =")))
     described: dict[str, str] = {}
     for line in lines[start + 1:]:
         if line.startswith("}"):
             break
         if key := _KEY.match(line):
             described[key["key"]] = key["comment"] or ""
-    return config.DEFAULTS, described
+    return getattr(config, table), described
 
 
 def _default(value: Any) -> str:
@@ -56,12 +61,16 @@ def _row(*cells: nodes.Node) -> nodes.row:
 
 
 class ConfigReference(SphinxDirective):
-    """Every ``MCP_*`` key: its default and what it does, in the order of the source."""
+    """Every ``MCP_*`` key of a table: its default and what it does, in the order of the source."""
 
     has_content = False
+    optional_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        defaults, described = read_config_source()
+        table_name = self.arguments[0] if self.arguments else "DEFAULTS"
+        if table_name not in TABLES:
+            raise self.error(f"mcp-config shows one of {', '.join(TABLES)}, not {table_name!r}")
+        defaults, described = read_config_source(table_name)
         table = nodes.table(classes=["mcp-config"])
         tgroup = nodes.tgroup(cols=3)
         table += tgroup
@@ -75,7 +84,7 @@ class ConfigReference(SphinxDirective):
         for key, value in defaults.items():
             description = described.get(key)
             if description is None:
-                logger.warning("%s is in DEFAULTS but not on a line of its own in flask_mcp/config.py", key,
+                logger.warning("%s is in %s but not on a line of its own in flask_mcp/config.py", key, table_name,
                                location=self.get_location())
             elif not description:
                 logger.warning("%s has no description: add a comment on its line in flask_mcp/config.py", key,

@@ -6,7 +6,6 @@ and the endpoint itself. Exit status 1 when anything failed (with
 
 from __future__ import annotations
 
-import difflib
 import json
 import secrets
 import time
@@ -23,7 +22,10 @@ from flask.cli import with_appcontext
 from ..auth.tokens import InvalidToken, VerifierUnavailable
 from ..auth.verifiers import IntrospectionVerifier, JWTVerifier
 from ..backends.contracts import Backend
-from ..config import DEFAULTS, ConfigError, load_settings
+from ..config import ConfigError, load_settings, unknown_key_message, unknown_keys
+from ..features.schema import InputSpec
+from ..protocol.methods import Methods
+from ..protocol.prompt_methods import PromptMethods
 from ..protocol.session import Session
 from ..protocol.task_records import TaskRecord
 from .endpoint import Caller, Endpoint, caller_options
@@ -55,10 +57,12 @@ def check_configuration(app: Flask) -> Iterator[Finding]:
         return
     yield Finding(OK, "configuration",
                   f"MCP_* settings valid: endpoint {settings.url_prefix}, server {settings.name} {settings.version}")
-    for key in sorted(k for k in app.config if k.startswith("MCP_") and k not in DEFAULTS):
-        close = difflib.get_close_matches(key, DEFAULTS, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        yield Finding(WARN, "configuration", f"{key} is not a flask-mcp setting and is ignored{hint}")
+    reported = set(state.ignored_settings)  # what init_app warned about, read before its defaults
+    for message in state.ignored_settings:
+        yield Finding(WARN, "configuration", message)
+    for key in unknown_keys(app.config):  # set after init_app
+        if unknown_key_message(key) not in reported:
+            yield Finding(WARN, "configuration", unknown_key_message(key))
     if settings.auth:
         if state.authenticator.decorated() is None and state.authenticator.configured is None:
             yield Finding(FAIL, "authentication", "MCP_AUTH is on but no token verifier is set: every request "
@@ -67,9 +71,26 @@ def check_configuration(app: Flask) -> Iterator[Finding]:
         if settings.resource_url is None:
             yield Finding(WARN, "authentication", "MCP_RESOURCE_URL is not set: the protected-resource metadata "
                           "names the URL each request came in on (behind a proxy, set it or use ProxyFix)")
-    if not app.config.get("SECRET_KEY"):
-        yield Finding(WARN, "configuration", "SECRET_KEY is not set: tools that ask the client for input on "
-                      "2026-07-28 (elicitation, sampling) will fail")
+    asking = _taking_context(state.server.methods)
+    if asking and not app.config.get("SECRET_KEY"):
+        yield Finding(WARN, "configuration", f"SECRET_KEY is not set, and {', '.join(asking)} take a Context: "
+                      "if they ask the client for input (elicitation, sampling, roots), 2026-07-28 calls fail")
+
+
+def _taking_context(methods: Methods) -> list[str]:
+    """The tools and prompts that take a ``Context``, so may ask the client for input,
+    which on 2026-07-28 needs ``SECRET_KEY`` (it seals ``requestState``). Without
+    them nothing needs the key, and Flask itself asks for none until a session is used."""
+    prompts = next((f.prompts for f in methods.features if isinstance(f, PromptMethods)), None)
+    found = []
+    for kind, provider in (("tool", methods.tools), ("prompt", prompts)):
+        if provider is None:
+            continue
+        for definition in provider.definitions():
+            spec = getattr(provider.find(definition["name"]), "input", None)
+            if isinstance(spec, InputSpec) and spec.context_param:
+                found.append(f"{kind} {definition['name']!r}")
+    return found
 
 
 def check_backend(backend: Backend, debug: bool) -> Iterator[Finding]:

@@ -8,7 +8,9 @@ schema for MCP clients (``$defs`` inlined, no generated titles).
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Required, get_args, get_origin, get_type_hints
@@ -104,8 +106,13 @@ def describe(fn: Callable[..., Any]) -> tuple[str | None, dict[str, str]]:
     return (text or None), params
 
 
-def build_input(fn: Callable[..., Any], *, context_type: type, tool_name: str) -> InputSpec:
-    """The input schema and validator of a tool function."""
+def build_input(
+    fn: Callable[..., Any], *, context_type: type, tool_name: str, warn_unannotated: bool = False
+) -> InputSpec:
+    """The input schema and validator of a tool function. ``warn_unannotated``
+    (tools): a parameter without a type hint gets a ``UserWarning``, as it
+    accepts any JSON and tells the model nothing (prompt arguments and URI
+    template variables are strings anyway)."""
     signature = inspect.signature(fn)
     hints = _hints(fn)
     _, param_docs = describe(fn)
@@ -122,6 +129,12 @@ def build_input(fn: Callable[..., Any], *, context_type: type, tool_name: str) -
         if _is_context(annotation, context_type):
             context_param = param.name
             continue
+        if warn_unannotated and param.name not in hints:
+            warn_at_caller(
+                f"Tool {tool_name!r}: parameter {param.name!r} has no type annotation, so any JSON value is "
+                f"accepted and its input schema tells the model nothing about it; annotate it ({param.name}: "
+                f"str, int, a pydantic model...), or {param.name}: Any to accept anything on purpose"
+            )
         doc = param_docs.get(param.name)
         if doc and not _has_description(annotation):
             annotation = Annotated[annotation, pydantic.Field(description=doc)]
@@ -136,10 +149,8 @@ def build_input(fn: Callable[..., Any], *, context_type: type, tool_name: str) -
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(arguments_type)
         schema = adapter.json_schema(schema_generator=_TidySchema)
-    except pydantic.PydanticUserError as exc:
-        raise TypeError(f"Tool {tool_name!r}: unsupported parameter types: {exc}") from None
-    except pydantic.errors.PydanticSchemaGenerationError as exc:  # pragma: no cover - subclass above
-        raise TypeError(f"Tool {tool_name!r}: unsupported parameter types: {exc}") from None
+    except pydantic.PydanticUserError as exc:  # PydanticSchemaGenerationError among them
+        raise TypeError(_unsupported(tool_name, fields, exc)) from None
     schema = inline_defs(schema)
     _add_defaults(schema, defaults)
     schema.setdefault("properties", {})
@@ -167,8 +178,13 @@ def build_output(fn: Callable[..., Any], *, opaque: tuple[type, ...]) -> OutputS
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(annotation)
         schema = inline_defs(adapter.json_schema(mode="serialization", schema_generator=_TidySchema))
-    except (pydantic.PydanticUserError, pydantic.errors.PydanticSchemaGenerationError) as exc:
-        raise TypeError(f"Tool {fn.__name__!r}: unsupported return type: {exc}") from None
+    except pydantic.PydanticUserError as exc:
+        if not _is_type_error(exc):
+            raise TypeError(f"Tool {fn.__name__!r}: unsupported return type: {exc}") from None
+        raise TypeError(
+            f"Tool {fn.__name__!r}: its return type {_type_name(annotation)} cannot be turned into JSON or "
+            f"described by a JSON Schema. {_USE_INSTEAD}, or return a str (or content such as Text, Image)"
+        ) from None
     if schema.get("type") == "object":
         return OutputSpec(schema, False, adapter)
     wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
@@ -204,6 +220,55 @@ def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
     if kept:
         result["$defs"] = {name: resolve(body, (name,)) for name, body in kept.items()}
     return result
+
+
+#: What a tool's parameter or result may be instead of an arbitrary class.
+_USE_INSTEAD = (
+    "Use a type made of JSON: str, int, float, bool, None, list, dict, a Literal or an Enum, a "
+    "pydantic BaseModel, a dataclass or a TypedDict of those"
+)
+
+
+def _unsupported(tool_name: str, fields: dict[str, Any], exc: pydantic.PydanticUserError) -> str:
+    """flask-mcp's own message for a parameter type pydantic cannot build a schema
+    for (pydantic's own speaks of ``arbitrary_types_allowed``, which does not apply:
+    the arguments arrive as JSON). Names the first parameter that fails alone."""
+    if _is_type_error(exc):
+        for name, field_type in fields.items():
+            annotation = get_args(field_type)[0]  # Required[...] / NotRequired[...]
+            try:
+                pydantic.TypeAdapter(annotation).json_schema()
+            except pydantic.PydanticUserError:
+                return (
+                    f"Tool {tool_name!r}: parameter {name!r} has type {_type_name(annotation)}, which arguments "
+                    f"sent as JSON cannot be validated into and no JSON Schema can describe. {_USE_INSTEAD}; "
+                    "for an object the app looks up (a database row...), take its id and look it up in the tool"
+                )
+    return f"Tool {tool_name!r}: unsupported parameter types: {exc}"
+
+
+def _is_type_error(exc: pydantic.PydanticUserError) -> bool:
+    """A type pydantic has no schema for (not, say, a misused Field)."""
+    return isinstance(exc, pydantic.errors.PydanticSchemaGenerationError) or exc.code in (
+        "schema-for-unknown-type", "invalid-for-json-schema")
+
+
+def _type_name(annotation: Any) -> str:
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if isinstance(annotation, type) and not get_args(annotation):
+        return annotation.__qualname__
+    return repr(annotation).replace("typing.", "")
+
+
+def warn_at_caller(message: str) -> None:
+    """A ``UserWarning`` pointing at the app's own line (the decorator or the
+    ``add_*`` call), not at flask-mcp's frames."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, inspect.currentframe()
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

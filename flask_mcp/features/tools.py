@@ -91,7 +91,7 @@ class Tool:
             spec = None
             schema = input_schema
         else:
-            spec = build_input(fn, context_type=Context, tool_name=tool_name)
+            spec = build_input(fn, context_type=Context, tool_name=tool_name, warn_unannotated=True)
             schema = spec.schema
         output = build_output(fn, opaque=(Content, ToolResult))
         definition: dict[str, Any] = {"name": tool_name}

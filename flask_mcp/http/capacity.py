@@ -36,11 +36,7 @@ def gunicorn_worker_threads() -> int | None:
     ``None`` outside gunicorn. Gunicorn gives the application no handle on its
     configuration, but a worker installs its own methods as signal handlers,
     and they lead to the worker's ``cfg``."""
-    try:
-        handler = signal.getsignal(signal.SIGTERM)
-    except (ValueError, OSError):
-        return None
-    worker = getattr(handler, "__self__", None)
+    worker = _gunicorn_worker()
     kinds = {cls.__name__ for cls in type(worker).__mro__ if cls.__module__.startswith("gunicorn.workers.")}
     cfg = getattr(worker, "cfg", None)
     if "ThreadWorker" in kinds:
@@ -50,6 +46,24 @@ def gunicorn_worker_threads() -> int | None:
     if "SyncWorker" in kinds:
         return 1
     return None
+
+
+def gunicorn_workers() -> int | None:
+    """How many worker processes the gunicorn running this one starts, or
+    ``None`` when unknown (outside gunicorn; in its master, with ``--preload``)."""
+    worker = _gunicorn_worker()
+    if not any(cls.__module__.startswith("gunicorn.workers.") for cls in type(worker).__mro__):
+        return None
+    return _positive(getattr(getattr(worker, "cfg", None), "workers", None))
+
+
+def _gunicorn_worker() -> Any:
+    """The object whose method handles SIGTERM: a gunicorn worker, in one."""
+    try:
+        handler = signal.getsignal(signal.SIGTERM)
+    except (ValueError, OSError):
+        return None
+    return getattr(handler, "__self__", None)
 
 
 def _positive(value: Any) -> int | None:

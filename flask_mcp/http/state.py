@@ -48,6 +48,9 @@ class MCPState:
     rate_limits: RateLimits | None = None
     #: Spans, metrics and the access log (``None`` with ``MCP_TELEMETRY = False``).
     telemetry: Telemetry | None = None
+    #: What init_app warned it ignores (unknown ``MCP_*`` keys, unloaded ``FLASK_MCP_*``
+    #: variables), for ``flask mcp check`` to report again.
+    ignored_settings: tuple[str, ...] = ()
 
     @property
     def sessions(self) -> SessionStore:

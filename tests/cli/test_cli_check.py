@@ -6,6 +6,9 @@ own, a cachelib cache) and a real authorization server on loopback
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +18,11 @@ import pytest
 import redis
 from auth_servers import AuthServer
 from cli_app import auth_app, create_app, redis_test_backend, runner_for
-from conftest import REDIS_URL, free_port
+from conftest import REDIS_URL, ROOT, free_port
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask import Flask
 
+from flask_mcp import MCP, Context
 from flask_mcp.backends.contracts import Backend
 
 
@@ -121,7 +125,8 @@ def test_check_warns_about_unknown_settings_and_strict_fails_on_warnings() -> No
     assert result.exit_code == 0, result.output
     assert ("warn  configuration   MCP_SESION_TIMEOUT is not a flask-mcp setting and is ignored "
             "(did you mean MCP_SESSION_TIMEOUT?)") in result.stdout
-    assert "SECRET_KEY is not set" in result.stdout
+    assert result.stdout.count("MCP_SESION_TIMEOUT") == 1
+    assert "SECRET_KEY is not set, and tool 'ask_first', tool 'whoami'" in result.stdout  # they take a Context
     strict = runner_for(app)("check", "--strict")
     assert strict.exit_code == 1
     assert "checks failed." in strict.stderr
@@ -205,3 +210,93 @@ def test_check_introspects_a_made_up_token(auth_server: AuthServer) -> None:
     assert "answered HTTP 401" in wrong.stdout
 
 
+
+
+# ---------------------------------------------------------------------- no noise on a correct app
+
+
+@pytest.fixture
+def no_mcp_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FLASK_MCP_* variable of the shell running the tests reaches these apps."""
+    for name in list(os.environ):
+        if name.startswith("FLASK_MCP_"):
+            monkeypatch.delenv(name)
+
+
+def _app_with(tmp_path: Path, takes_context: str | None) -> Flask:
+    app = Flask("quiet", instance_path=str(tmp_path))
+    mcp = MCP(app)
+
+    @mcp.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    if takes_context == "tool":
+        @mcp.tool
+        def confirm(ctx: Context) -> str:
+            return str(ctx.elicit("Sure?", {"type": "object", "properties": {}}))
+    elif takes_context == "prompt":
+        @mcp.prompt
+        def greet(name: str, ctx: Context) -> str:
+            return f"Hello {name}"
+    return app
+
+
+@pytest.mark.usefixtures("no_mcp_variables")
+def test_secret_key_is_asked_for_only_when_something_may_ask_the_client(tmp_path: Path) -> None:
+    """Flask asks for no SECRET_KEY until a session needs one; flask-mcp needs it only to
+    seal requestState, i.e. when a tool or prompt that takes a Context asks the client."""
+    quiet = runner_for(_app_with(tmp_path / "a", None))("check", "--strict")
+    assert quiet.exit_code == 0, quiet.output
+    assert "SECRET_KEY" not in quiet.output
+    for kind, name in (("tool", "confirm"), ("prompt", "greet")):
+        asking = runner_for(_app_with(tmp_path / kind, kind))("check", "--json")
+        [(status, detail)] = [f for f in _findings(asking)["configuration"] if "SECRET_KEY" in f[1]]
+        assert status == "warn" and f"SECRET_KEY is not set, and {kind} {name!r} take a Context" in detail
+
+
+def _flask_check(app: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``flask --app APP mcp check --strict`` in a child process, as a deploy pipeline runs it."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FLASK_")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "flask", "--app", app, "mcp", "check", "--strict"],
+                          cwd=cwd, env={**environ, **env}, capture_output=True, text=True, timeout=120)
+
+
+def test_check_strict_passes_on_the_oauth_example(tmp_path: Path) -> None:
+    pytest.importorskip("authlib")
+    done = _flask_check("example.oauth_app", ROOT,
+                        FLASK_MCP_BACKEND=f"sqlite:///{tmp_path / 'sessions.sqlite3'}",
+                        FLASK_MCP_OAUTH_STORE=f"sqlite:///{tmp_path / 'oauth.sqlite3'}",
+                        # what a deployment sets (or ProxyFix): the URL clients use, for the metadata
+                        FLASK_MCP_RESOURCE_URL="https://members.example.com/mcp")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warn" not in done.stdout and "All checks passed." in done.stdout
+    assert "ok    authentication  token verifier OAuthTokenVerifier" in done.stdout
+
+
+def test_check_strict_passes_on_the_readme_app(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "calculator.py").write_text(first_block)
+    done = _flask_check("calculator", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warn" not in done.stdout and "All checks passed." in done.stdout
+    assert "server calculator 1.0.0" in done.stdout
+
+
+@pytest.mark.usefixtures("no_mcp_variables")
+def test_check_reports_what_init_app_warned_it_ignores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same findings as init_app's warnings, read before init_app filled app.config in."""
+    monkeypatch.setenv("FLASK_MCP_BACKEND", "memory://")  # a setting, never loaded
+    monkeypatch.setenv("FLASK_MCP_PAGESIZE", "20")  # no setting at all
+    app = _app_with(tmp_path, None)
+    found = [detail for status, detail in _findings(runner_for(app)("check", "--json"))["configuration"]
+             if status == "warn"]
+    assert found == [
+        "FLASK_MCP_BACKEND is set in the environment, but app.config has no such key, so flask-mcp ignores it. "
+        "Flask loads prefixed variables only on request: call app.config.from_prefixed_env() before MCP(app) "
+        "(or mcp.init_app(app)).",
+        "FLASK_MCP_PAGESIZE is set in the environment, but MCP_PAGESIZE is not a flask-mcp setting "
+        "(did you mean FLASK_MCP_PAGE_SIZE?)",
+    ]

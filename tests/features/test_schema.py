@@ -176,12 +176,41 @@ def test_type_hints_that_cannot_be_read_are_a_type_error_naming_the_function() -
         build_input(broken, context_type=Ctx, tool_name="broken")
 
 
-def test_a_parameter_type_without_a_schema_is_a_type_error_naming_the_tool() -> None:
-    def tool(thing: Opaque) -> str:
+def test_a_parameter_type_without_a_schema_names_the_tool_the_parameter_the_type_and_what_to_use() -> None:
+    def tool(count: int, thing: Opaque) -> str:
         return ""
 
-    with pytest.raises(TypeError, match="Tool 'odd': unsupported parameter types"):
+    with pytest.raises(TypeError) as raised:
         build_input(tool, context_type=Ctx, tool_name="odd")
+    message = str(raised.value)
+    assert message.startswith("Tool 'odd': parameter 'thing' has type Opaque, which arguments sent as JSON "
+                              "cannot be validated into"), message
+    assert "pydantic BaseModel, a dataclass or a TypedDict" in message
+    assert "take its id and look it up in the tool" in message
+    assert "arbitrary_types_allowed" not in message  # pydantic's advice: no use for JSON arguments
+
+
+def test_an_unsupported_type_inside_another_names_the_parameter_and_its_whole_type() -> None:
+    def tool(shelf: list[Opaque] | None = None) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match=r"^Tool 'odd': parameter 'shelf' has type list\[.*Opaque\] \| None, "):
+        build_input(tool, context_type=Ctx, tool_name="odd")
+
+
+def test_unannotated_parameters_are_warned_about_only_when_asked_and_any_is_accepted() -> None:
+    def tool(loose, chosen: Any, count: int = 1) -> str:  # type: ignore[no-untyped-def]  # the case under test
+        return ""
+
+    with pytest.warns(UserWarning) as caught:
+        spec = build_input(tool, context_type=Ctx, tool_name="t", warn_unannotated=True)
+    assert [str(w.message) for w in caught] == [
+        "Tool 't': parameter 'loose' has no type annotation, so any JSON value is accepted and its input schema "
+        "tells the model nothing about it; annotate it (loose: str, int, a pydantic model...), or loose: Any "
+        "to accept anything on purpose"]
+    assert caught[0].filename == __file__  # the warning points at the caller's line, not at flask-mcp
+    assert spec.schema["properties"]["loose"] == {}
+    build_input(tool, context_type=Ctx, tool_name="t")  # prompts, resources: strings anyway, no warning
 
 
 # ---------------------------------------------------------------------- build_output
@@ -288,7 +317,7 @@ def test_a_return_type_without_a_schema_is_a_type_error_naming_the_tool() -> Non
     def odd() -> Ctx:
         return Ctx()
 
-    with pytest.raises(TypeError, match="Tool 'odd': unsupported return type"):
+    with pytest.raises(TypeError, match="^Tool 'odd': its return type Ctx cannot be turned into JSON or described"):
         build_output(odd, opaque=(Opaque,))
 
 

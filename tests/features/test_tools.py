@@ -834,3 +834,26 @@ def test_content_meta_is_dropped_on_2025_03_26(make_client: MakeClient, app: Fla
     older = connect(make_client, app, "2025-03-26").call_tool("tagged", {}).result["content"][0]
     assert older["text"] == "hello"
     assert "_meta" not in older
+
+
+def test_an_unannotated_parameter_is_warned_about_at_the_decorator_and_still_works(app: Flask, mcp: MCP) -> None:
+    with pytest.warns(UserWarning, match="Tool 'shout': parameter 'text' has no type annotation") as caught:
+        @mcp.tool
+        def shout(text, times: int = 1) -> str:  # type: ignore[no-untyped-def]  # the case under test
+            return str(text).upper() * times
+
+    [warning] = caught
+    assert warning.filename == __file__  # the app's own line, where the fix goes
+    answer = MCPTestClient(app).call_tool("shout", {"text": "hi", "times": 2})
+    assert answer.result["content"][0]["text"] == "HIHI"
+
+
+class Shelf:
+    """An app's own class: not JSON, no schema."""
+
+
+def test_an_arbitrary_class_as_a_parameter_is_refused_at_registration_naming_it(mcp: MCP) -> None:
+    with pytest.raises(TypeError, match=r"^Tool 'restock': parameter 'shelf' has type Shelf, which arguments "):
+        @mcp.tool
+        def restock(shelf: Shelf) -> str:
+            return ""

@@ -32,28 +32,6 @@ from .pages import ConnectedApp, ago, describe, is_packaged, iso, page_headers, 
 from .store import Connection, OAuthStore, TokenRecord
 from .verifier import OAuthTokenVerifier
 
-DEFAULTS: dict[str, Any] = {
-    "MCP_OAUTH": False,  # turn the authorization server on (needs MCP_AUTH)
-    "MCP_OAUTH_STORE": "sqlite://",  # "sqlite://" (instance folder), "sqlite:///path", "redis://...", or an object
-    "MCP_OAUTH_STORE_PREFIX": "flask-mcp:oauth:",  # Redis key prefix
-    "MCP_OAUTH_ISSUER": None,  # the issuer URL (default: the request's root URL)
-    "MCP_OAUTH_CURRENT_USER": None,  # () -> user id or None (default: Flask-Login's current_user)
-    "MCP_OAUTH_LOGIN_URL": None,  # where to sign in (default: Flask-Login's login_view)
-    "MCP_OAUTH_CONSENT_TEMPLATE": "mcp_oauth/consent.html",
-    "MCP_OAUTH_CONNECTIONS_TEMPLATE": "mcp_oauth/connections.html",
-    "MCP_OAUTH_ACCESS_TOKEN_TTL": 3600,
-    "MCP_OAUTH_REFRESH_TOKEN_TTL": 30 * 24 * 3600,
-    "MCP_OAUTH_CODE_TTL": 60,
-    "MCP_OAUTH_CIMD_TIMEOUT": 5,  # seconds to fetch a Client ID Metadata Document (the whole fetch)
-    "MCP_OAUTH_CIMD_MAX_FETCHES": 2,  # documents fetched at once per process; keep it below the threads
-    "MCP_OAUTH_CIMD_CACHE_TTL": 300,
-    "MCP_OAUTH_CIMD_CA_BUNDLE": None,  # a CA bundle for fetching metadata documents (default: certifi's)
-    "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": False,  # tests only: metadata documents on 127.0.0.1
-    "MCP_OAUTH_DYNAMIC_REGISTRATION": False,  # also accept RFC 7591 registrations at /oauth/register
-    "MCP_OAUTH_SCOPE_DESCRIPTIONS": {},  # scope -> what the consent page says it allows ("Read your notes")
-    "MCP_OAUTH_SIGN_OUT": None,  # () -> None, signs the user out for "Not you?" (default: Flask-Login's)
-}
-
 _CSRF_KEY = "mcp_oauth_csrf"
 
 #: The URL schemes of a Redis store: every form ``MCP_BACKEND`` accepts for Redis.
@@ -111,9 +89,7 @@ class OAuthServer:
     and :meth:`revoke_client`."""
 
     def __init__(self, app: Flask, settings: Settings) -> None:
-        for key, default in DEFAULTS.items():
-            app.config.setdefault(key, default)
-        config = app.config
+        config = app.config  # init_app set every MCP_OAUTH_* default (config.OAUTH_DEFAULTS)
         if not settings.auth:
             raise ConfigError("MCP_OAUTH needs MCP_AUTH = True: the endpoint must ask for the tokens it issues")
         self.store = open_store(app, config["MCP_OAUTH_STORE"], str(config["MCP_OAUTH_STORE_PREFIX"]))

@@ -52,7 +52,7 @@ class SkillsMixin:
         Hidden files and ``__pycache__`` are left out. ``scopes``: what a caller's
         token must grant to see and read the skills (one list for all, or a dict
         by skill name); ``ttl_ms``/``cache_scope``: cache hints of their reads.
-        Needs PyYAML (``pip install 'flask-mcp[skills]'``).
+        Needs PyYAML (``pip install 'flask-mcp[skills]'``): without it, ``ImportError``.
         """
         check_cache_hints(ttl_ms, cache_scope, f"Skills in {str(path)!r}")
         skills = load_directory(path, prefix=prefix, scopes=scopes, ttl_ms=ttl_ms, cache_scope=cache_scope)

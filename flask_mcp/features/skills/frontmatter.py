@@ -97,10 +97,8 @@ def _loader_class() -> Any:
         return _LOADER
     try:
         import yaml
-    except ImportError:
-        raise FrontMatterError(
-            "Reading a SKILL.md needs PyYAML: pip install 'flask-mcp[skills]'"
-        ) from None
+    except ImportError:  # an ImportError still: an app may leave its folder skills out without the extra
+        raise ImportError("Reading a SKILL.md needs PyYAML: pip install 'flask-mcp[skills]'", name="yaml") from None
 
     class CoreSchemaLoader(yaml.SafeLoader):
         yaml_implicit_resolvers: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
