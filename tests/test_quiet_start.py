@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
+from test_docs import blocks_of
 
 #: Imports the app's module with every warning and every log record at WARNING and
 #: above kept, then asks it for its tools on both protocol generations.
@@ -38,10 +39,11 @@ logging.basicConfig(level=logging.WARNING, handlers=[Keep()])
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     module = importlib.import_module(sys.argv[1])
+    app = module.app if hasattr(module, "app") else module.create_app()  # an app, or a factory
     from flask_mcp.testing import MCPTestClient
 
-    tools = MCPTestClient(module.app).list_tools().result["tools"]
-    legacy = MCPTestClient(module.app, protocol_version="2025-11-25")
+    tools = MCPTestClient(app).list_tools().result["tools"]
+    legacy = MCPTestClient(app, protocol_version="2025-11-25")
     legacy.initialize()
     legacy.list_tools()
 print(json.dumps({"tools": [tool["name"] for tool in tools], "logged": records,
@@ -76,14 +78,18 @@ def test_the_readme_first_app_starts_without_a_warning(tmp_path: Path) -> None:
 
 
 def test_the_tutorial_apps_start_without_a_warning(tmp_path: Path) -> None:
-    """Its first app (memory://, in one process: correct) and the one it runs under gunicorn."""
-    blocks = _python_blocks(ROOT / "docs" / "tutorial.md")
-    (tmp_path / "first_steps.py").write_text(blocks[0])
-    [served] = [b for b in blocks if "readinglist:app" in b]
-    (tmp_path / "readinglist.py").write_text(served.split("write_text('''", 1)[1].split("''')", 1)[0])
-    for module in ("first_steps", "readinglist"):
+    """Its first app (memory://, in one process: correct) and the factory package it runs
+    under gunicorn (its ``<!-- file: ... -->`` blocks, as tests/test_docs.py writes them)."""
+    page = ROOT / "docs" / "tutorial.md"
+    (tmp_path / "first_steps.py").write_text(_python_blocks(page)[0])
+    files = [block for block in blocks_of(page) if block.mode == "file"]
+    assert any(block.argument == "readinglist/__init__.py" for block in files)
+    for block in files:
+        (tmp_path / block.argument).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / block.argument).write_text(block.code)
+    for module, tools in (("first_steps", ["add_book"]), ("readinglist", ["add_book", "search_books"])):
         report = start(module, tmp_path)
-        assert report["tools"] == ["add_book"], module
+        assert report["tools"] == tools, module
         assert report["logged"] == [] and report["warned"] == [], module
 
 
