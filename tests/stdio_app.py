@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from flask import Flask
+
 from flask_mcp import MCP, Context, Header
 
 #: What plan_trip asks: one field of each kind a form may hold.

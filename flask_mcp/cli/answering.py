@@ -22,7 +22,7 @@ import click
 #: The answers a person may give to an elicitation (``ElicitResult.action``).
 ACTIONS = ("accept", "decline", "cancel")
 #: What the command answers: form questions (and URL ones: the person opens the address).
-CAPABILITY = {"form": {}, "url": {}}
+CAPABILITY: dict[str, dict[str, Any]] = {"form": {}, "url": {}}
 
 _SKIP = object()  # an optional field left empty
 
@@ -162,8 +162,10 @@ def convert_value(text: str, prop: dict[str, Any], choices: list[Any] | None = N
     if kind == "boolean":
         return click.BOOL.convert(text, None, None)
     if kind in ("integer", "number"):
-        number_type = click.INT if kind == "integer" else click.FLOAT
-        value = number_type.convert(text, None, None)
+        try:
+            value: float = int(text) if kind == "integer" else float(text)
+        except ValueError:
+            raise click.BadParameter(f"{text!r} is not {'an integer' if kind == 'integer' else 'a number'}") from None
         if "minimum" in prop and value < prop["minimum"]:
             raise click.BadParameter(f"must be at least {prop['minimum']}")
         if "maximum" in prop and value > prop["maximum"]:
@@ -193,7 +195,8 @@ def _check_format(text: str, fmt: Any) -> None:
 
 def _choices(prop: dict[str, Any]) -> list[Any] | None:
     """The values a single or multiple choice allows (``enum``, titled ``oneOf``/``anyOf``)."""
-    source = prop.get("items") if prop.get("type") == "array" and isinstance(prop.get("items"), dict) else prop
+    items = prop.get("items")
+    source: dict[str, Any] = items if prop.get("type") == "array" and isinstance(items, dict) else prop
     if isinstance(source.get("enum"), list):
         return list(source["enum"])
     for key in ("oneOf", "anyOf"):

@@ -11,6 +11,7 @@ returns and escape codes there are noise.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from typing import Any, TextIO
@@ -35,6 +36,15 @@ def progress_text(params: dict[str, Any]) -> str:
     total = f"/{_number(params['total'])}" if params.get("total") is not None else ""
     message = f" {params['message']}" if params.get("message") else ""
     return f"[progress {_number(params.get('progress', 0))}{total}]{message}"
+
+
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` shows on (``COLUMNS`` first, as shutil does)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        columns = 0
+    return columns if columns > 0 else shutil.get_terminal_size((80, 24)).columns  # 0: a size never set
 
 
 def _number(value: Any) -> str:
@@ -76,7 +86,7 @@ class Reporter:
             self._status = None
 
     def _draw(self, status: str) -> None:
-        columns = shutil.get_terminal_size((80, 24)).columns
+        columns = _columns(self.stream)
         if len(status) >= columns:
             status = status[: max(columns - 2, 1)] + "…"
         click.echo("\r" + status + "\x1b[K", file=self.stream, nl=False)

@@ -260,8 +260,8 @@ class Relay:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         if isinstance(message, dict) and is_modern(message):
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            headers.update(self._modern_headers(message, params))
+            params = message.get("params")
+            headers.update(self._modern_headers(message, params if isinstance(params, dict) else {}))
         elif not (isinstance(message, dict) and message.get("method") == "initialize"):
             if self.session_id:
                 headers["Mcp-Session-Id"] = self.session_id

@@ -143,7 +143,8 @@ def test_a_legacy_client_gets_a_session_that_ends_with_the_connection() -> None:
               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                          "clientInfo": {"name": "legacy", "version": "1"}}}),
         line({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 4, "b": 5}}}),
+        line({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "add", "arguments": {"a": 4, "b": 5}}}),
         line({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
     )
     assert result.exit_code == 0, result.output
