@@ -2,7 +2,8 @@
 tests that run them as a person or a host does: a tool that reports progress,
 logs and asks a question, one that writes to standard output as careless code
 does, one that waits to be cancelled, and one with an ``x-mcp-header``
-argument (a 2026-07-28 call needs its ``Mcp-Param-*`` header).
+argument (a 2026-07-28 call needs its ``Mcp-Param-*`` header), and a task
+that asks a question.
 
     flask --app tests/stdio_app.py mcp stdio
 """
@@ -82,6 +83,13 @@ def create_app(**config: Any) -> Flask:
     def shelve(region: Annotated[str, Header("Region")], book: str) -> str:
         """Shelve a book in a region (the region travels in a header too)."""
         return f"{book} shelved in {region}"
+
+    @mcp.tool(task="required")
+    def archive(ctx: Context) -> str:
+        """Runs as a task, and asks before archiving (the task waits in input_required)."""
+        answer = ctx.elicit("Archive everything?", {"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"enum": ["old", "draft", "spam"]}, "minItems": 1}}})
+        return f"archived {answer.content['tags'] if answer.accepted and answer.content else 'nothing'}"
 
     return app
 

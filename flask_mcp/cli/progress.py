@@ -74,14 +74,14 @@ class Reporter:
         """A line of its own, above the status line (which is drawn again)."""
         status = self._status
         self.clear()
-        click.echo(click.style(text, fg=colour) if colour and self.live else text, file=self.stream)
+        click.echo(click.style(text, fg=colour) if colour and self.live else text, file=self.stream, color=self.live)
         if status is not None:
             self._draw(status)
 
     def clear(self) -> None:
         """Take the status line off the screen (before a prompt, or at the end)."""
         if self._status is not None:
-            click.echo("\r\x1b[K", file=self.stream, nl=False)
+            self.stream.write("\r\x1b[K")  # to the line's start, then erase it
             self.stream.flush()
             self._status = None
 
@@ -89,7 +89,7 @@ class Reporter:
         columns = _columns(self.stream)
         if len(status) >= columns:
             status = status[: max(columns - 2, 1)] + "…"
-        click.echo("\r" + status + "\x1b[K", file=self.stream, nl=False)
+        self.stream.write("\r" + status + "\x1b[K")
         self.stream.flush()
         self._status = status
 

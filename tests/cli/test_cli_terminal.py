@@ -168,3 +168,19 @@ def test_without_a_terminal_progress_is_plain_lines_and_a_question_fails_in_plai
         "its standard input is a terminal: run the command in a terminal to answer it.",
     ]
     assert "\x1b" not in done.stderr and "\r" not in done.stderr
+
+
+def test_a_task_waiting_for_input_is_answered_at_the_terminal(terminal: type[Terminal]) -> None:
+    term = terminal("call", "archive")
+    term.expect(": input_required]")
+    term.expect("Archive everything?")
+    term.expect("[accept]: ")
+    term.type("")  # accept, the default
+    term.expect("tags (any of old/draft/spam, comma-separated): ")
+    term.type("old, junk")
+    term.expect("Error: not among the choices: junk")
+    term.expect("tags (any of old/draft/spam, comma-separated): ")
+    term.type("old, spam")
+    term.expect(": completed]")
+    status, out = term.finish()
+    assert (status, out) == (0, "archived ['old', 'spam']\n"), term.shown
