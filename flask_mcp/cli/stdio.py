@@ -81,6 +81,11 @@ def protocol_stdout() -> Iterator[IO[bytes]]:
     finally:
         sys.stdout = stdout
         try:
+            stream.flush()
+        except OSError:  # the client closed its end
+            pass
+        os.dup2(kept, fd)  # standard output is the protocol's stream again, for whatever follows
+        try:
             stream.close()
         except OSError:
             pass

@@ -12,8 +12,13 @@ question as an ``input_required`` result answered on a retried call) and
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +155,41 @@ def test_a_call_the_client_abandons_is_cancelled_in_the_server(mode: str, tmp_pa
     assert gave_up
     assert marker.read_text() == "cancelled"
     assert after.structured_content == {"result": 2}
+
+
+@pytest.mark.parametrize("ending", ["end of input", "SIGTERM"])
+def test_the_legacy_session_ends_with_the_process_however_the_host_stops_it(ending: str, tmp_path: Path) -> None:
+    """A host closes the server's standard input, or sends SIGTERM: either
+    way the command ends its session (DELETE) before it exits."""
+    app = f"stdio_app:create_app(MCP_BACKEND='sqlite:///{tmp_path}/mcp.sqlite3')"
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    process = subprocess.Popen([flask_command(), "--app", app, "mcp", "stdio"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert process.stdin is not None and process.stdout is not None
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": LEGACY, "capabilities": {},
+                             "clientInfo": {"name": "host", "version": "1"}}}
+    process.stdin.write(json.dumps(initialize).encode() + b"\n")
+    process.stdin.flush()
+    answer = json.loads(process.stdout.readline())
+    assert answer["result"]["protocolVersion"] == LEGACY
+
+    def count() -> dict[str, Any]:
+        done = subprocess.run([flask_command(), "--app", app, "mcp", "sessions", "--json"], capture_output=True,
+                              text=True, cwd=ROOT, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout)["sessions"])
+
+    assert count()["live"] == 1
+    started = time.monotonic()
+    if ending == "SIGTERM":
+        process.send_signal(signal.SIGTERM)
+    else:
+        process.stdin.close()
+    assert process.wait(timeout=20) == 0
+    assert time.monotonic() - started < 5  # nothing was running: no grace period to wait out
+    assert process.stdout.read() == b""  # nothing after the answers
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None and not pipe.closed:
+            pipe.close()
+    assert count()["live"] == 0
