@@ -14,6 +14,8 @@ from conftest import validate_message
 from flask import Flask, request
 from stdio_app import create_app
 
+from flask_mcp import Context
+
 MODERN = "2026-07-28"
 
 
@@ -176,3 +178,38 @@ def test_an_app_with_auth_needs_a_caller_and_serves_as_the_one_given() -> None:
     )
     assert served.exit_code == 0, served.output
     assert by_id(written)[1]["result"]["structuredContent"] == {"result": 3}
+
+
+def test_a_legacy_stream_the_server_lets_go_is_resumed_to_its_end() -> None:
+    """With ``MCP_SSE_POLL_AFTER`` a 2025-11-25 call's stream lets its
+    connection go; the relay resumes it (GET + Last-Event-ID) as an HTTP
+    client would, and the stdio client sees one unbroken answer."""
+    app = create_app(MCP_SSE_POLL_AFTER=0.2)
+    resumed: list[str | None] = []
+
+    @app.before_request
+    def record() -> None:
+        if request.method == "GET":
+            resumed.append(request.headers.get("Last-Event-ID"))
+
+    @app.extensions["mcp"].extension.tool
+    def slow_count(n: int, ctx: Context) -> int:
+        """Counts to n, a report every 0.1 s."""
+        for i in range(1, n + 1):
+            time.sleep(0.1)
+            ctx.report_progress(i, n)
+        return n
+
+    _, written = serve(
+        app,
+        line({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "legacy", "version": "1"}}}),
+        line({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        line({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "slow_count", "arguments": {"n": 8}, "_meta": {"progressToken": "p"}}}),
+    )
+    assert resumed and all(resumed)
+    assert [m["params"]["progress"] for m in written if m.get("method") == "notifications/progress"] == list(
+        range(1, 9))
+    assert by_id(written)[2]["result"]["structuredContent"] == {"result": 8}
