@@ -14,7 +14,7 @@ from conftest import validate_message
 from flask import Flask, request
 from stdio_app import create_app
 
-from flask_mcp import Context
+from flask_mcp import MCP, Context
 
 MODERN = "2026-07-28"
 
@@ -192,7 +192,9 @@ def test_a_legacy_stream_the_server_lets_go_is_resumed_to_its_end() -> None:
         if request.method == "GET":
             resumed.append(request.headers.get("Last-Event-ID"))
 
-    @app.extensions["mcp"].extension.tool
+    mcp: MCP = app.extensions["mcp"].extension
+
+    @mcp.tool
     def slow_count(n: int, ctx: Context) -> int:
         """Counts to n, a report every 0.1 s."""
         for i in range(1, n + 1):
