@@ -121,6 +121,11 @@ class MCPTestClient:
         #: a legacy event stream: takes the request, returns its ``result``. With
         #: none set, such requests are answered with a JSON-RPC error.
         self.on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        #: Called with each notification (progress, a log message...) as it
+        #: arrives on an event stream, before the answer is complete: what a
+        #: client shows while a tool runs. ``MCPResponse.notifications`` has them
+        #: all afterwards.
+        self.on_notification: Callable[[dict[str, Any]], None] | None = None
         #: How many times one request's stream is resumed at most (GET + Last-Event-ID).
         self.max_resumptions = 10
         #: The id of the last SSE event received on the latest request's streams.
@@ -365,6 +370,8 @@ class MCPTestClient:
                             yield message
                             if "method" in message and "id" in message:
                                 self._answer_server_request(message)
+                            elif "method" in message and self.on_notification is not None:
+                                self.on_notification(message)
             http.set_data(b"".join(received))
             return
         body = http.get_data()

@@ -25,6 +25,7 @@ COMMANDS = {
     "list": ("listing", "list_command"),
     "preview": ("preview", "preview_command"),
     "sessions": ("sessions", "sessions_command"),
+    "stdio": ("stdio", "stdio_command"),
 }
 
 
@@ -44,7 +45,7 @@ class MCPGroup(click.Group):
 
 def create_group() -> click.Group:
     """A new ``mcp`` group (one per app: nothing is shared between apps)."""
-    return MCPGroup(GROUP_NAME, help="Inspect, call and check this app's MCP server.")
+    return MCPGroup(GROUP_NAME, help="Inspect, call and check this app's MCP server, or serve it on stdio.")
 
 
 def register(app: Flask) -> None:

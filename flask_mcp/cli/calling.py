@@ -20,12 +20,19 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
+from ..protocol.meta import LOG_LEVEL_KEY, LOG_LEVELS
 from ..protocol.task_records import INPUT_REQUIRED, TASKS_EXTENSION, TERMINAL
 from ..testing import MCPResponse, MCPTestClient
+from .answering import CAPABILITY, answer_all
 from .endpoint import Caller, Endpoint, ProtocolFailure, caller_options
+from .progress import Reporter
 
 #: Exit status when the tool answered with an error result (``isError``).
 TOOL_ERROR_EXIT = 1
+#: The progress token the command's calls carry (it runs one call at a time).
+PROGRESS_TOKEN = "flask-mcp-call"
+#: How many times a call is sent again with answers before the command gives up.
+MAX_ROUNDS = 20
 
 _JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
 
@@ -118,16 +125,20 @@ def find_tool(name: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
 @click.option("--raw", is_flag=True, help="Print the whole result as JSON, as the client received it.")
 @click.option("--task", "as_task", is_flag=True,
               help="Declare the tasks extension, so a tool that may run as a task does (it is polled to the end).")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True,
+              help="The least severe log message the tool should send (shown on standard error).")
 @caller_options
 @with_appcontext
 def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, raw: bool, as_task: bool,
-                 caller: Caller) -> None:
+                 log_level: str, caller: Caller) -> None:
     """Call a tool and print its result.
 
     Arguments are KEY=VALUE pairs, typed by the tool's input schema, or a JSON
-    object (--json). A tool that must run as a task is run as one and polled
-    to its end. Exit status: 0 for a result, 1 for an error result (isError),
-    2 for bad usage, 3 when the endpoint refused the request.
+    object (--json). Progress and log messages go to standard error; a
+    question the tool asks is asked at the terminal. A tool that must run as
+    a task is run as one and polled to its end. Exit status: 0 for a result,
+    1 for an error result (isError), 2 for bad usage, 3 when the endpoint
+    refused the request or the tool asked a question that could not be asked.
     """
     endpoint = Endpoint(caller=caller)
     client = endpoint.client()
@@ -136,23 +147,34 @@ def call_command(tool_name: str, pairs: tuple[str, ...], json_text: str | None, 
     client.list_tools()
     tool = find_tool(tool_name, tools)
     arguments = parse_arguments(pairs, json_text, tool.get("inputSchema") or {})
+    reporter = Reporter()
+    client.on_notification = reporter
+    client.capabilities = {"elicitation": CAPABILITY}
     if as_task:
-        client.capabilities = {"extensions": {TASKS_EXTENSION: {}}}
-    response = client.call_tool(tool_name, arguments)
-    if not as_task and _needs_tasks(response):
-        client.capabilities = {"extensions": {TASKS_EXTENSION: {}}}
-        response = client.call_tool(tool_name, arguments)
-    for notification in response.notifications:
-        _echo_notification(notification)
-    result = endpoint.result(response, f"tools/call {tool_name}")
-    if result.get("resultType") == "task":
-        result = _await_task(endpoint, client, result)
-    if result.get("resultType") == "input_required":
-        raise ProtocolFailure(
-            f"tools/call {tool_name}: the tool asked the client for input "
-            f"({', '.join(sorted((result.get('inputRequests') or {}).keys())) or 'a request'}), "
-            "which flask mcp call cannot answer"
-        )
+        client.capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    meta = {"progressToken": PROGRESS_TOKEN, LOG_LEVEL_KEY: log_level}
+    params: dict[str, Any] = {"name": tool_name, "arguments": arguments}
+    for _ in range(MAX_ROUNDS):
+        try:
+            response = client.request("tools/call", params, meta=meta)
+            if not as_task and _needs_tasks(response):
+                as_task = True
+                client.capabilities["extensions"] = {TASKS_EXTENSION: {}}
+                response = client.request("tools/call", params, meta=meta)
+        finally:
+            reporter.clear()
+        result = endpoint.result(response, f"tools/call {tool_name}")
+        if result.get("resultType") == "task":
+            result = _await_task(endpoint, client, result, tool_name)
+        if result.get("resultType") != "input_required":
+            break
+        # A multi round-trip request: the answers go with the same call, sent again.
+        params = {"name": tool_name, "arguments": arguments,
+                  "inputResponses": answer_all(tool_name, result.get("inputRequests") or {})}
+        if result.get("requestState") is not None:
+            params["requestState"] = result["requestState"]
+    else:
+        raise ProtocolFailure(f"tools/call {tool_name}: still asking after {MAX_ROUNDS} rounds of answers; stopped")
     if raw:
         click.echo(json.dumps(result, indent=2, ensure_ascii=False))
     else:
@@ -172,9 +194,10 @@ def _needs_tasks(response: MCPResponse) -> bool:
     return isinstance(required, dict) and TASKS_EXTENSION in (required.get("extensions") or {})
 
 
-def _await_task(endpoint: Endpoint, client: MCPTestClient, created: dict[str, Any]) -> dict[str, Any]:
-    """Poll ``tasks/get`` until the task ends; its result (or a failure).
-    Ctrl-C cancels the task before giving up."""
+def _await_task(endpoint: Endpoint, client: MCPTestClient, created: dict[str, Any], tool_name: str) -> dict[str, Any]:
+    """Poll ``tasks/get`` until the task ends; its result (or a failure). A
+    task waiting for input is answered (``tasks/update``) when a person can be
+    asked, else cancelled. Ctrl-C cancels the task before giving up."""
     task_id = created["taskId"]
     seen: tuple[str, str | None] | None = None
     try:
@@ -185,13 +208,14 @@ def _await_task(endpoint: Endpoint, client: MCPTestClient, created: dict[str, An
                 seen = status
                 click.echo(f"[task {task_id}: {status[0]}{': ' + status[1] if status[1] else ''}]", err=True)
             if task["status"] == INPUT_REQUIRED:
-                endpoint.request("tasks/cancel", {"taskId": task_id}, client)
-                return {"resultType": "input_required", "inputRequests": task.get("inputRequests") or {}}
+                answers = answer_all(tool_name, task.get("inputRequests") or {})
+                endpoint.request("tasks/update", {"taskId": task_id, "inputResponses": answers}, client)
+                continue
             if task["status"] in TERMINAL:
                 break
             interval = task.get("pollIntervalMs") or created.get("pollIntervalMs") or 1000
             time.sleep(min(max(interval, 20), 5000) / 1000)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, click.ClickException):
         endpoint.request("tasks/cancel", {"taskId": task_id}, client)
         raise
     if "result" in task:
@@ -233,16 +257,3 @@ def _parses_to(text: str, value: Any) -> bool:
         return bool(json.loads(text) == value)
     except ValueError:
         return False
-
-
-def _echo_notification(notification: dict[str, Any]) -> None:
-    """Log messages and progress the tool sent while it ran, on standard error."""
-    params = notification.get("params") or {}
-    if notification.get("method") == "notifications/message":
-        data = params.get("data")
-        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-        click.echo(f"[{params.get('level', 'info')}] {text}", err=True)
-    elif notification.get("method") == "notifications/progress":
-        total = f"/{params['total']}" if "total" in params else ""
-        message = f" {params['message']}" if params.get("message") else ""
-        click.echo(f"[progress {params.get('progress')}{total}]{message}", err=True)

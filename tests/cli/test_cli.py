@@ -217,10 +217,11 @@ def test_an_unknown_tool_is_called_all_the_same_and_the_server_says_so(run: Run)
 
 
 def test_a_refused_request_exits_3_with_the_servers_message(run: Run) -> None:
+    # The command answers questions, but this app cannot ask one: it has no SECRET_KEY to seal requestState.
     result = run("call", "ask_first")
     assert result.exit_code == 3
-    assert "Error: tools/call ask_first: HTTP 400: This request needs the client capability elicitation" in (
-        result.stderr)
+    assert ("Error: tools/call ask_first: error -32603: This tool asks the client for input, which needs the "
+            "app's SECRET_KEY") in result.stderr
 
 
 def test_a_tool_that_must_run_as_a_task_is_run_as_one_and_polled(run: Run) -> None:
