@@ -11,6 +11,11 @@ How a block runs is chosen by the line right before its opening fence:
   and run with ``python -m pytest``, which must pass at least one test.
 - ``<!-- fragment -->``: not run. For a piece that cannot stand alone on
   purpose (e.g. it needs a database the page only describes); use sparingly.
+- ``<!-- file: notes/models.py -->``: one file of a project laid out over
+  several modules (an application factory). Every later block of the same
+  page runs in a folder holding the page's files so far, so it imports them
+  (``from notes import create_app``); a page's last file must be followed by
+  a block that runs.
 
 Any other ``<!-- ... -->`` line before a fence is an error, so a typo in a
 marker does not silently skip a block. ```bash, ```json etc. are not run.
@@ -30,6 +35,7 @@ from conftest import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKERS = {"<!-- fragment -->": "fragment", "<!-- pytest -->": "pytest"}
+FILE_MARKER = re.compile(r"^<!-- file: ([\w./-]+\.py) -->$")
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)")
 
 
@@ -38,8 +44,9 @@ class Block:
     page: Path
     line: int  # of the opening fence, 1-based
     language: str
-    mode: str  # "program", "pytest" or "fragment"
+    mode: str  # "program", "pytest", "fragment" or "file"
     code: str
+    filename: str | None = None  # where a "file" block goes
 
     @property
     def where(self) -> str:
@@ -65,9 +72,13 @@ def blocks_of(page: Path) -> list[Block]:
             index += 1
         index += 1
         before = lines[start - 1].strip() if start else ""
-        if before.startswith("<!--") and before not in MARKERS:
-            raise ValueError(f"{page.name}:{start + 1}: unknown marker {before!r} (known: {', '.join(MARKERS)})")
-        found.append(Block(page, start + 1, language.lower(), MARKERS.get(before, "program"), "\n".join(body) + "\n"))
+        file = FILE_MARKER.match(before)
+        if before.startswith("<!--") and before not in MARKERS and not file:
+            raise ValueError(f"{page.name}:{start + 1}: unknown marker {before!r} "
+                             f"(known: {', '.join(MARKERS)}, <!-- file: path.py -->)")
+        mode = "file" if file else MARKERS.get(before, "program")
+        found.append(Block(page, start + 1, language.lower(), mode, "\n".join(body) + "\n",
+                           file.group(1) if file else None))
     return found
 
 
@@ -78,8 +89,13 @@ def clean_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("FLASK_MCP_") and k != "PYTHONPATH"}
 
 
-@pytest.mark.parametrize("block", [b for b in PYTHON_BLOCKS if b.mode != "fragment"], ids=lambda b: b.where)
+@pytest.mark.parametrize("block", [b for b in PYTHON_BLOCKS if b.mode not in ("fragment", "file")],
+                         ids=lambda b: b.where)
 def test_python_block_runs(block: Block, tmp_path: Path) -> None:
+    for earlier in PYTHON_BLOCKS:  # the page's files so far, for the block to import
+        if earlier.page == block.page and earlier.line < block.line and earlier.filename is not None:
+            (tmp_path / earlier.filename).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / earlier.filename).write_text(earlier.code)
     if block.mode == "pytest":
         (tmp_path / "test_block.py").write_text(block.code)
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_block.py"]
@@ -103,6 +119,14 @@ def test_the_pages_have_runnable_python_and_few_fragments() -> None:
     assert len(fragments) <= len(runnable) // 3, fragments
 
 
+def test_every_file_block_is_followed_by_a_block_that_runs() -> None:
+    for page in PAGES:
+        blocks = [b for b in PYTHON_BLOCKS if b.page == page]
+        files = [b for b in blocks if b.mode == "file"]
+        if files:
+            assert any(b.mode in ("program", "pytest") and b.line > files[-1].line for b in blocks), files[-1].where
+
+
 def test_markers_are_recognised(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
@@ -111,6 +135,8 @@ def test_markers_are_recognised(tmp_path: Path) -> None:
     assert [(b.mode, b.code, b.line) for b in blocks_of(page)] == [
         ("fragment", "x\n", 3), ("pytest", "y\n", 7), ("program", "z\n", 10)
     ]
+    page.write_text("<!-- file: pkg/mod.py -->\n```python\nx = 1\n```\n")
+    assert [(b.mode, b.filename) for b in blocks_of(page)] == [("file", "pkg/mod.py")]
     page.write_text("<!-- fragmnet -->\n```python\nx\n```\n")
     with pytest.raises(ValueError, match="unknown marker"):
         blocks_of(page)
