@@ -361,3 +361,28 @@ def test_registered_after_init_app_with_auth_unset_is_warned_about(caplog: pytes
     with caplog.at_level(logging.WARNING, "flask_mcp"):
         mcp.verify_token(lambda token: None)
     assert [m for m in warnings_of(caplog) if LEFT_OFF_WARNING in m]
+
+
+def test_ctx_user_is_loaded_where_no_request_loaded_it() -> None:
+    """A task run on a Celery worker rebuilds its principal without the user:
+    ``ctx.user`` asks ``@mcp.user_loader`` there, once per call."""
+    from flask_mcp.protocol.request_info import RequestInfo
+    from flask_mcp.protocol.versions import REVISIONS
+
+    app = new_app()
+    mcp = MCP(app)
+    loads: list[str] = []
+
+    @mcp.user_loader
+    def load(principal: Principal) -> User:
+        loads.append(principal.subject)
+        return User(int(principal.subject), "worker-side")
+
+    request_info = RequestInfo(revision=REVISIONS["2026-07-28"], method="tools/call", params={}, headers={},
+                               principal="4", auth=Principal(subject="4"))
+    with app.app_context():
+        ctx = Context(request_info)
+        assert ctx.user.name == "worker-side" and ctx.user.id == 4
+    assert loads == ["4"]
+    assert Context(RequestInfo(revision=REVISIONS["2026-07-28"], method="tools/call", params={},
+                               headers={})).user is None
