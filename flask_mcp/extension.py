@@ -16,7 +16,7 @@ from .auth.bearer import Authenticator
 from .auth.metadata import register_metadata
 from .auth.ratelimit import RateLimits
 from .auth.tokens import AsyncTokenVerifier, Principal, TokenVerifier, as_verifier
-from .auth.users import UserTokens
+from .auth.users import UserTokens, cached_user_loader
 from .auth.verifiers import verifier_from_settings
 from .backends import Backend, open_backend
 from .backends.contracts import CountableStore, StatusCountingStore
@@ -207,7 +207,8 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         registering it does not turn authentication on."""
 
         def register(func: Callable[[str], Any]) -> Callable[[str], Any]:
-            self._token_verifier = UserTokens(func, cache_ttl=cache_ttl, reload=self._cached_user_loader)
+            self._token_verifier = UserTokens(func, cache_ttl=cache_ttl,
+                                              reload=lambda: cached_user_loader(self._user_loader))
             self._warn_if_auth_left_off()
             return func
 
@@ -222,17 +223,6 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         ``init_app``, and be ``async def``."""
         self._user_loader = synced(fn, "@mcp.user_loader")
         return fn
-
-    def _cached_user_loader(self) -> Callable[[Principal], Any] | None:
-        """What loads a user again for a cached ``verify_token`` answer:
-        ``@mcp.user_loader``, else Flask-Login's ``user_loader`` (the subject is
-        its ``get_id()``)."""
-        if self._user_loader is not None:
-            return self._user_loader
-        flask_login_loader = login.login_manager_loader()
-        if flask_login_loader is None:
-            return None
-        return lambda principal: flask_login_loader(principal.subject)
 
     def _warn_if_auth_left_off(self) -> None:
         if self._auth_left_off:

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..coroutines import synced
+from .login import login_manager_loader
 from .tokens import InvalidToken, Principal, token_hash
 
 logger = logging.getLogger("flask_mcp")
@@ -49,6 +50,18 @@ def principal_for(answer: Any) -> Principal | None:
     if answer is None or isinstance(answer, Principal):
         return answer
     return Principal(subject=subject_of(answer), user=answer)
+
+
+def cached_user_loader(own: UserLoader | None) -> UserLoader | None:
+    """What loads the user again for a cached ``verify_token`` answer: the
+    app's ``@mcp.user_loader``, else Flask-Login's ``user_loader`` (the subject
+    is the user's ``get_id()``), else nothing."""
+    if own is not None:
+        return own
+    flask_login_loader = login_manager_loader()
+    if flask_login_loader is None:
+        return None
+    return lambda principal: flask_login_loader(principal.subject)
 
 
 class UserTokens:
