@@ -65,6 +65,8 @@ class Context:
         self._request = request
         self._last_progress: float | None = None
         self._asked = 0
+        self._user: Any = None
+        self._user_looked_up = False
 
     @property
     def request_id(self) -> str | int | None:
@@ -122,6 +124,23 @@ class Context:
     def principal(self) -> Principal | None:
         """The authenticated caller (subject, scopes, claims); ``None`` when ``MCP_AUTH`` is off."""
         return cast("Principal | None", self._request.auth)
+
+    @property
+    def user(self) -> Any:
+        """The app's user for the caller: what ``@mcp.verify_token`` returned or
+        ``@mcp.user_loader`` loaded (once per request, right after the token was
+        checked); ``None`` without either, or when ``MCP_AUTH`` is off. With
+        Flask-Login it is ``current_user`` too."""
+        principal = self._request.auth
+        if principal is None:
+            return None
+        user = getattr(principal, "user", None)
+        if user is None and not self._user_looked_up:  # a task on a Celery worker: loaded here
+            self._user_looked_up = True
+            authenticator = current_app.extensions["mcp"].authenticator
+            if authenticator is not None:
+                self._user = authenticator.load_user(principal)
+        return user if user is not None else self._user
 
     @property
     def access_token(self) -> str | None:

@@ -11,11 +11,12 @@ from typing import Any, TypeVar, Unpack, overload
 
 from flask import Flask, current_app, has_app_context
 
-from .auth import hardening
+from .auth import hardening, login
 from .auth.bearer import Authenticator
 from .auth.metadata import register_metadata
 from .auth.ratelimit import RateLimits
 from .auth.tokens import AsyncTokenVerifier, Principal, TokenVerifier, as_verifier
+from .auth.users import UserTokens, cached_user_loader
 from .auth.verifiers import verifier_from_settings
 from .backends import Backend, open_backend
 from .backends.contracts import CountableStore, StatusCountingStore
@@ -52,6 +53,12 @@ V = TypeVar(
     "V", bound="Callable[[str], Principal | None | Awaitable[Principal | None]] | TokenVerifier | AsyncTokenVerifier"
 )
 InstructionsSource = str | Callable[..., "str | None"]
+T = TypeVar("T", bound=Callable[[str], Any])
+U = TypeVar("U", bound=Callable[[Principal], Any])
+
+_AUTH_LEFT_OFF = ("A token verifier is registered but MCP_AUTH is not set, so the MCP endpoint takes every "
+                  "caller without a token: set MCP_AUTH = True (or MCP_AUTH = False to serve without tokens "
+                  "on purpose).")
 
 
 class MCP(ResourcesAndPromptsMixin, SkillsMixin):
@@ -89,6 +96,9 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         #: are dropped whenever a feature is added or removed).
         self._servers: list[Server] = []
         self._token_verifier: TokenVerifier | None = None
+        self._user_loader: Callable[[Principal], Any] | None = None
+        #: Names of the apps that left MCP_AUTH unset and so serve without tokens.
+        self._auth_left_off: list[str] = []
         self.blueprint = create_blueprint()
         if app is not None:
             self.init_app(app)
@@ -100,6 +110,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         if "mcp" in app.extensions:
             raise RuntimeError("This app already has an MCP extension; call init_app once per app.")
         ignored = ignored_settings(os.environ, app.config)  # before the defaults fill app.config in
+        auth_unset = "MCP_AUTH" not in app.config
         for key, default in KEYS.items():
             app.config.setdefault(key, default)
         settings = load_settings(app.config, self._overrides, app.name)
@@ -152,13 +163,19 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         server.observer = telemetry
         if server.methods.tasks is not None:
             server.methods.tasks.observer = telemetry
-        authenticator = Authenticator(settings, verifier, lambda: self._token_verifier)
+        authenticator = Authenticator(settings, verifier, lambda: self._token_verifier,
+                                      user_loader=lambda: self._user_loader)
         state = app.extensions["mcp"] = MCPState(self, settings, server, backend, authenticator, rate_limits,
                                                  telemetry, ignored_settings=tuple(ignored))
         if telemetry is not None:
             telemetry.gauges(_gauge_sources(state))
         app.register_blueprint(self.blueprint, url_prefix=settings.url_prefix)
-        register_metadata(app, settings)  # RFC 9728, when MCP_AUTH is on
+        register_metadata(app, settings, self._token_verifier or verifier)  # RFC 9728, when MCP_AUTH is on
+        login.install(app, settings.url_prefix)  # a cookie never authenticates an MCP call
+        if auth_unset and not settings.auth:
+            self._auth_left_off.append(app.name)
+            if self._token_verifier is not None:
+                logger.warning(_AUTH_LEFT_OFF)
         rate_limits.install(app, self.blueprint)
         hardening.install(app, [self.blueprint], cors=bool(settings.cors_origins))  # CSRF exemption, CORS preset
         from .cli import register as register_cli  # click is imported by the command line only
@@ -173,7 +190,46 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
         beats ``MCP_TOKEN_VERIFIER``. Return ``None`` or raise
         :class:`~flask_mcp.auth.InvalidToken` to refuse (401)."""
         self._token_verifier = as_verifier(fn)
+        self._warn_if_auth_left_off()
         return fn
+
+    @overload
+    def verify_token(self, fn: T) -> T: ...
+
+    @overload
+    def verify_token(self, fn: None = None, *, cache_ttl: float | None = None) -> Callable[[T], T]: ...
+
+    def verify_token(self, fn: Callable[[str], Any] | None = None, *, cache_ttl: float | None = None) -> Any:
+        """Check the app's own API tokens, as Flask-HTTPAuth's ``verify_token``
+        does: ``fn(token)`` returns the app's user (it becomes ``ctx.user`` and
+        Flask-Login's ``current_user``; the caller's subject is its ``get_id()``),
+        a :class:`~flask_mcp.auth.Principal` (scopes, expiry), or ``None`` to
+        refuse (401). It runs inside the request context, on every request unless
+        ``cache_ttl`` seconds are given (answers kept by a hash of the token).
+        Like ``@mcp.token_verifier``, it is in force when ``MCP_AUTH`` is on:
+        registering it does not turn authentication on."""
+
+        def register(func: Callable[[str], Any]) -> Callable[[str], Any]:
+            self._token_verifier = UserTokens(func, cache_ttl=cache_ttl,
+                                              reload=lambda: cached_user_loader(self._user_loader))
+            self._warn_if_auth_left_off()
+            return func
+
+        return register if fn is None else register(fn)
+
+    def user_loader(self, fn: U) -> U:
+        """Load the app's user for a verified caller, as Flask-Login's
+        ``user_loader`` does for a session: ``fn(principal) -> user | None``.
+        Called once per request, right after the token is checked; ``None``
+        refuses the token (401: its user is gone). The user is ``ctx.user`` and,
+        with Flask-Login, ``current_user``. May be registered before or after
+        ``init_app``, and be ``async def``."""
+        self._user_loader = synced(fn, "@mcp.user_loader")
+        return fn
+
+    def _warn_if_auth_left_off(self) -> None:
+        if self._auth_left_off:
+            logger.warning(_AUTH_LEFT_OFF)
 
     # ------------------------------------------------------------------ tools
 

@@ -27,6 +27,11 @@ How a block runs is chosen by the line right before its opening fence:
   wrote.
 - ``<!-- fragment -->``: not run. For a piece that cannot stand alone on
   purpose (e.g. it needs a database the page only describes); use sparingly.
+- ``<!-- file: notes/models.py -->``: one file of a project laid out over
+  several modules (an application factory). Every later block of the same
+  page runs in a folder holding the page's files so far, so it imports them
+  (``from notes import create_app``); a page's last file must be followed by
+  a block that runs.
 
 Every runnable block gets the files of the file blocks before it on its page.
 Any other ``<!-- ... -->`` line before a fence is an error, so a typo in a
@@ -200,6 +205,14 @@ def test_the_pages_have_runnable_python_and_few_fragments() -> None:
     # Fragments are the exception: most of the documentation's Python must run as written.
     fragments = [b.where for b in PYTHON_BLOCKS if b.mode == "fragment"]
     assert len(fragments) <= len(runnable) // 3, fragments
+
+
+def test_every_file_block_is_followed_by_a_block_that_runs() -> None:
+    for page in PAGES:
+        blocks = [b for b in PYTHON_BLOCKS if b.page == page]
+        files = [b for b in blocks if b.mode == "file"]
+        if files:
+            assert any(b.mode in ("program", "pytest") and b.line > files[-1].line for b in blocks), files[-1].where
 
 
 def test_markers_are_recognised(tmp_path: Path) -> None:

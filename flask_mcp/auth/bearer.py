@@ -11,6 +11,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from flask import current_app, has_request_context, request
@@ -87,7 +88,10 @@ class Authenticator:
     The verifier is looked up per request: ``@mcp.token_verifier`` (which may
     be applied after ``init_app``) wins over the one built from configuration.
     Whatever the verifier, an expired token, or one whose audience does not
-    name this server, is refused here too.
+    name this server, is refused here too. ``user_loader`` (looked up per
+    request too: ``@mcp.user_loader``) then loads the app's user for the
+    caller, once, into :attr:`Principal.user`; a token whose user it does not
+    know is refused.
     """
 
     def __init__(
@@ -96,11 +100,13 @@ class Authenticator:
         configured: TokenVerifier | None,
         decorated: Callable[[], TokenVerifier | None],
         clock: Callable[[], float] = time.time,
+        user_loader: Callable[[], Callable[[Principal], Any] | None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.configured = configured
         self.decorated = decorated
         self.clock = clock
+        self.user_loader = user_loader
         #: One-time tokens of :meth:`acting_as` (empty unless something in this process asked).
         self._acting: dict[str, Principal] = {}
 
@@ -136,7 +142,7 @@ class Authenticator:
         if self._acting:
             acting = self._acting.get(token)
             if acting is not None:
-                return _with_token(acting, token)
+                return self._with_user(_with_token(acting, token))
         try:
             principal = self.verifier().verify(token)
         except InvalidToken as exc:
@@ -157,7 +163,27 @@ class Authenticator:
             raise self._invalid(f"The access token was not issued for this server (audience {expected}).")
         if not principal.token:
             principal = _with_token(principal, token)
-        return principal
+        return self._with_user(principal)
+
+    def load_user(self, principal: Principal) -> Any:
+        """The app's user for ``principal``: the one it carries, else what
+        ``@mcp.user_loader`` says (``None`` without a loader, or for a caller it
+        does not know)."""
+        if principal.user is not None:
+            return principal.user
+        loader = self.user_loader()
+        return loader(principal) if loader is not None else None
+
+    def _with_user(self, principal: Principal) -> Principal:
+        """``principal`` with its user loaded, once per request: a token whose
+        user the app does not know (deleted, deactivated) is refused here,
+        before anything runs, rather than in every tool."""
+        if principal.user is not None or self.user_loader() is None:
+            return principal
+        user = self.load_user(principal)
+        if user is None:
+            raise self._invalid("The access token's user is not known to this app.")
+        return replace(principal, user=user)
 
     def _bearer_token(self) -> str:
         if "access_token" in request.args:
@@ -194,12 +220,4 @@ class Authenticator:
 
 
 def _with_token(principal: Principal, token: str) -> Principal:
-    return Principal(
-        subject=principal.subject,
-        scopes=principal.scopes,
-        expires_at=principal.expires_at,
-        client_id=principal.client_id,
-        audience=principal.audience,
-        claims=principal.claims,
-        token=token,
-    )
+    return replace(principal, token=token)

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Flask, Response, current_app, request
 
 from ..config import Settings
+from .tokens import TokenVerifier
+from .verifiers import IntrospectionVerifier, JWTVerifier
 
 logger = logging.getLogger("flask_mcp")
 
@@ -33,14 +35,21 @@ def metadata_url(settings: Settings) -> str:
     return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{parts.path.rstrip('/')}"
 
 
-def register_metadata(app: Flask, settings: Settings) -> None:
+def register_metadata(app: Flask, settings: Settings, verifier: TokenVerifier | None = None) -> None:
     """Serve the metadata at ``/.well-known/oauth-protected-resource`` and at the
-    path-inserted variant for the endpoint (``.../oauth-protected-resource/mcp``)."""
+    path-inserted variant for the endpoint (``.../oauth-protected-resource/mcp``).
+
+    Warns when clients need the document to find their tokens and it names no
+    authorization server: tokens checked against an authorization server (JWT,
+    introspection) with ``MCP_AUTH_SERVERS`` empty. An app that checks tokens of
+    its own (``@mcp.verify_token``, ``@mcp.token_verifier``, a presence check)
+    hands them out itself: nothing to advertise, no warning."""
     if not settings.auth:
         return
-    if not settings.auth_servers and "mcp_oauth" not in app.extensions:
-        logger.warning("MCP_AUTH is on but MCP_AUTH_SERVERS is empty: clients cannot discover "
-                       "where to get a token (the metadata document lists no authorization server).")
+    if not settings.auth_servers and "mcp_oauth" not in app.extensions and _issued_elsewhere(verifier):
+        logger.warning("MCP_AUTH is on and tokens are checked against an authorization server "
+                       "(MCP_JWKS_URL / MCP_INTROSPECTION_URL), but MCP_AUTH_SERVERS is empty: clients "
+                       "cannot discover where to get a token (the metadata document lists none).")
     paths = {WELL_KNOWN, WELL_KNOWN + settings.url_prefix.rstrip("/")}
     if settings.resource_url:
         paths.add(WELL_KNOWN + urlsplit(settings.resource_url).path.rstrip("/"))
@@ -48,6 +57,11 @@ def register_metadata(app: Flask, settings: Settings) -> None:
     for number, path in enumerate(sorted(paths)):
         bp.add_url_rule(path, f"metadata_{number}", _metadata, methods=["GET"])
     app.register_blueprint(bp)
+
+
+def _issued_elsewhere(verifier: TokenVerifier | None) -> bool:
+    """Whether the verifier checks tokens an authorization server issues."""
+    return isinstance(verifier, IntrospectionVerifier | JWTVerifier)
 
 
 def _metadata() -> Response:

@@ -22,11 +22,16 @@ def token_hash(token: str) -> str:
 class Principal:
     """The authenticated caller: what a :class:`TokenVerifier` learned from a token.
 
-    ``subject`` names the caller (sessions are bound to it); ``audience`` is the
-    token's ``aud`` (``None`` when the verifier does not report it: the check is
-    then the verifier's job); ``claims`` holds everything else the verifier
-    saw. ``token`` is the raw bearer token, for tools that forward or check it
-    themselves; it is left out of ``repr`` and comparisons.
+    ``subject`` names the caller (sessions are bound to it); ``expires_at`` is
+    when the token stops working, in seconds since the epoch (a float, as
+    ``time.time()`` returns; ``None``: the verifier does not say); ``audience``
+    is the token's ``aud`` (``None`` when the verifier does not report it: the
+    check is then the verifier's job); ``claims`` holds everything else the
+    verifier saw. ``token`` is the raw bearer token, for tools that forward or
+    check it themselves; ``user`` is the app's own user object for this caller
+    (``@mcp.verify_token`` or ``@mcp.user_loader``), what ``ctx.user`` and
+    Flask-Login's ``current_user`` answer with. Both are left out of ``repr``
+    and comparisons.
     """
 
     subject: str
@@ -36,6 +41,7 @@ class Principal:
     audience: tuple[str, ...] | None = None
     claims: Mapping[str, Any] = field(default_factory=dict)
     token: str = field(default="", repr=False, compare=False)
+    user: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scopes", frozenset(self.scopes))

@@ -14,6 +14,7 @@ from flask import Blueprint, Request, Response, current_app, request
 from flask.sansio.blueprints import BlueprintSetupState
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from ..auth import login
 from ..auth.rebinding import check_host, check_origin
 from ..errors import MCPHTTPException, MethodNotAllowedHere, NotAcceptableMedia, PayloadTooLarge, UnsupportedContentType
 from ..protocol import jsonrpc
@@ -42,6 +43,7 @@ def create_blueprint() -> Blueprint:
     bp.add_url_rule("", "other", _other, methods=["PUT", "PATCH"])
     bp.add_url_rule("/health", "health", _health, methods=["GET"])
     bp.register_error_handler(Exception, _unexpected)
+    bp.url_value_preprocessor(login.begin_endpoint_request)  # before any before_request: nobody yet
     bp.record(_refuse_unlisted_methods)
     return bp
 
@@ -100,6 +102,8 @@ def _caller(state: MCPState) -> Principal | None:
         raise
     if state.rate_limits is not None:
         state.rate_limits.hit_endpoint(principal)
+    if principal is not None:
+        login.present(principal.user)  # current_user, from here on
     return principal
 
 

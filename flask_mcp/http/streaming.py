@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response, copy_current_request_context, request
 
+from ..auth import login
 from ..protocol import jsonrpc
 from ..protocol.bus import EVENTS_CHANNEL, MessageBus
 from ..protocol.errors import InternalError
@@ -146,7 +147,6 @@ def respond(
             outbox.put(_LetGo(options.retry_ms if retry_ms is None else retry_ms))
         return True
 
-    @copy_current_request_context
     def work() -> None:
         try:
             outcome = deferred(emit, closed.is_set, let_go if recorder is not None else None)
@@ -160,7 +160,8 @@ def respond(
                 final_id = recorder.record(outcome.body if outcome is not None else None, final=True)
             outbox.put(_Done(outcome, final_id))
 
-    threading.Thread(target=work, name="flask-mcp-request", daemon=True).start()
+    threading.Thread(target=copy_current_request_context(login.carry(work)), name="flask-mcp-request",
+                     daemon=True).start()
     peer = Peer(request.environ)
     first = _first(outbox, peer, options.probe)
     if first is None:  # the client left before anything was sent

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from flask import copy_current_request_context, current_app, has_request_context
 
+from ..auth import login
 from ..protocol.task_methods import Tasks
 from ..telemetry.observer import carry_trace_context
 
@@ -23,7 +24,7 @@ def in_background(work: Callable[[], None]) -> Callable[[], bool]:
     extensions work in the tool as they do in a call answered at once).
     Returns whether the thread still runs."""
     if has_request_context():
-        target = copy_current_request_context(work)
+        target = copy_current_request_context(login.carry(work))  # current_user: the caller there too
     else:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
 

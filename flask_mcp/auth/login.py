@@ -1,0 +1,148 @@
+"""A cookie never authenticates an MCP call: on the endpoint the Flask session
+starts empty and is never saved, and Flask-Login's ``current_user`` is the
+caller the bearer token names (anonymous until the token is checked, and when
+nobody authenticated), on every thread that serves the call.
+
+Which of the app's functions see the caller as ``current_user`` on the
+endpoint: the tools, resources, prompts, completions and instructions (on
+whichever thread runs them), the ``after_request`` and ``teardown_request``
+hooks. Its ``before_request`` hooks run before the token is checked: they see
+an anonymous user.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask, Request, Response, current_app, g, has_request_context, request_tearing_down
+from flask.sessions import SecureCookieSession, SessionInterface, SessionMixin
+
+logger = logging.getLogger("flask_mcp")
+
+#: In ``g`` on the endpoint: the caller's user (``None``: anonymous), and what
+#: Flask-Login had before the request (restored after it).
+_CALLER = "_flask_mcp_caller_user"
+_BEFORE = "_flask_mcp_login_user_before"
+_NOTHING = object()
+_ABSENT = object()
+
+
+def present(user: Any) -> None:
+    """Make ``user`` (``None``: nobody) the request's caller: ``current_user``
+    when the app uses Flask-Login."""
+    setattr(g, _CALLER, user)
+    manager = getattr(current_app, "login_manager", None)  # set by LoginManager.init_app
+    if manager is None:
+        return
+    # Flask-Login internal, on purpose: current_user reads g._login_user
+    # (flask_login.utils._get_user) and loads one from the session cookie, a
+    # remember cookie or the app's request_loader only when it is missing.
+    # Setting it is the one way to answer with our caller for this request
+    # alone: login_user() would write the session and send user_logged_in on
+    # every call, and request_loader is the app's and loses to a cookie.
+    # tests/auth/test_login_bridge.py checks this on the Flask-Login installed.
+    g._login_user = user if user is not None else manager.anonymous_user()
+
+
+def begin_endpoint_request(endpoint: str | None, values: dict[str, Any] | None) -> None:
+    """The first hook of every request to the endpoint (a url_value_preprocessor,
+    which runs before any ``before_request``): nobody until the token is checked."""
+    if _BEFORE not in g:  # an app context shared by several requests (tests, the CLI) keeps g
+        setattr(g, _BEFORE, g.get("_login_user", _NOTHING))
+    present(None)
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    if not isinstance(app.session_interface, EndpointSessions):
+        logger.warning("app.session_interface was replaced after mcp.init_app(): the MCP endpoint ignores "
+                       "session cookies again from the next request on. Set it up before init_app.")
+        guard_sessions(app, app.extensions["mcp"].settings.url_prefix)
+
+
+def carry(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` for another thread of this request (wrap it in
+    ``copy_current_request_context`` after this): there, where ``g`` starts
+    empty, the caller is this request's again."""
+    if not has_request_context() or _CALLER not in g:
+        return fn
+    user = getattr(g, _CALLER)
+
+    def as_the_caller() -> None:
+        present(user)
+        fn()
+
+    return as_the_caller
+
+
+def _restore(sender: Flask, **extra: Any) -> None:
+    """After the request's teardown hooks: Flask-Login's user as it was before
+    (in an app context that outlives the request, the next request must not
+    inherit the caller)."""
+    before = g.pop(_BEFORE, _ABSENT)
+    if before is _ABSENT:
+        return
+    g.pop(_CALLER, None)
+    if before is _NOTHING:
+        g.pop("_login_user", None)
+    else:
+        g._login_user = before
+
+
+def login_manager_loader() -> Callable[[Any], Any] | None:
+    """Flask-Login's ``user_loader`` (it takes ``get_id()``), when the app has one."""
+    manager = getattr(current_app, "login_manager", None)
+    return getattr(manager, "user_callback", None) if manager is not None else None
+
+
+# ---------------------------------------------------------------------- the endpoint's session
+
+
+class EndpointSession(SecureCookieSession):
+    """The session of a request to the endpoint: empty, writable (the app's
+    hooks may write to it), never saved."""
+
+
+class EndpointSessions(SessionInterface):
+    """The app's session interface, except on the endpoint's paths: there the
+    session ignores the cookie and no ``Set-Cookie`` comes out of it."""
+
+    def __init__(self, inner: SessionInterface, paths: frozenset[str]) -> None:
+        self.inner = inner
+        self.paths = paths
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
+        if request.path in self.paths:
+            return EndpointSession()
+        return self.inner.open_session(app, request)
+
+    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
+        if not isinstance(session, EndpointSession):
+            self.inner.save_session(app, session, response)
+
+    def make_null_session(self, app: Flask) -> Any:
+        return self.inner.make_null_session(app)
+
+    def is_null_session(self, obj: object) -> bool:
+        return self.inner.is_null_session(obj)
+
+
+def endpoint_paths(url_prefix: str) -> frozenset[str]:
+    """The endpoint's paths: ``/mcp`` and ``/mcp/health`` under the default prefix."""
+    prefix = url_prefix.rstrip("/")
+    return frozenset({prefix or "/", prefix + "/health"})
+
+
+def guard_sessions(app: Flask, url_prefix: str) -> None:
+    """Wrap the app's session interface, unless it is wrapped already."""
+    current = app.session_interface
+    if not isinstance(current, EndpointSessions):
+        app.session_interface = EndpointSessions(current, endpoint_paths(url_prefix))
+
+
+def install(app: Flask, url_prefix: str) -> None:
+    """Keep cookies out of the endpoint of ``app`` (see the module's docstring)."""
+    guard_sessions(app, url_prefix)
+    request_tearing_down.connect(_restore, app)
