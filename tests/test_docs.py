@@ -207,14 +207,6 @@ def test_the_pages_have_runnable_python_and_few_fragments() -> None:
     assert len(fragments) <= len(runnable) // 3, fragments
 
 
-def test_every_file_block_is_followed_by_a_block_that_runs() -> None:
-    for page in PAGES:
-        blocks = [b for b in PYTHON_BLOCKS if b.page == page]
-        files = [b for b in blocks if b.mode == "file"]
-        if files:
-            assert any(b.mode in ("program", "pytest") and b.line > files[-1].line for b in blocks), files[-1].where
-
-
 def test_markers_are_recognised(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
