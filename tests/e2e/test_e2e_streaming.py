@@ -707,6 +707,30 @@ def test_a_stream_let_go_mid_call_is_resumed_on_the_other_worker(cluster: Cluste
 # ---------------------------------------------------------------- 5. the official Python client
 
 
+class Person:
+    """The official client's callbacks for a person called ``name``: every progress
+    report kept, every question kept and answered with the name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reports: list[tuple[float, float | None, str | None]] = []
+        self.asked: list[Any] = []
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.reports.append((progress, total, message))
+
+    async def answer(self, context: ClientRequestContext, params: Any) -> types.ElicitResult:
+        self.asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": self.name})
+
+    async def heard(self, n: int) -> None:
+        """Progress callbacks run as tasks of their own: let the last of ``n`` reports land."""
+        for _ in range(100):
+            if len(self.reports) >= n:
+                return
+            await asyncio.sleep(0.02)
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_the_official_client_gets_every_progress_report_and_answers_an_elicitation(
     cluster: Cluster, mode: str
@@ -715,24 +739,14 @@ def test_the_official_client_gets_every_progress_report_and_answers_an_elicitati
     result, answered on a retried call); legacy mode gets ``elicitation/create``
     on the call's stream and POSTs the answer."""
     n = 6
-    reports: list[tuple[float, float | None, str | None]] = []
-    asked: list[Any] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        reports.append((progress, total, message))
-
-    async def on_elicit(context: ClientRequestContext, params: Any) -> types.ElicitResult:
-        asked.append(params)
-        return types.ElicitResult(action="accept", content={"name": "Grace"})
+    person = Person("Grace")
+    reports, asked = person.reports, person.asked
 
     async def scenario() -> tuple[str, Any, Any]:
-        async with Client(cluster.url, mode=mode, elicitation_callback=on_elicit, read_timeout_seconds=15) as client:
-            counted = await client.call_tool("count", {"n": n}, progress_callback=on_progress)
-            # Progress callbacks run as tasks of their own: let the last ones land.
-            for _ in range(100):
-                if len(reports) >= n:
-                    break
-                await asyncio.sleep(0.02)
+        async with Client(cluster.url, mode=mode, elicitation_callback=person.answer,
+                          read_timeout_seconds=15) as client:
+            counted = await client.call_tool("count", {"n": n}, progress_callback=person.progress)
+            await person.heard(n)
             greeted = await client.call_tool("ask_name", {})
             return str(client.protocol_version), counted, greeted
 
@@ -760,23 +774,14 @@ def test_the_official_client_calls_an_async_def_tool_that_awaits_progress_and_a_
     (gthread here, gevent in test_e2e_gevent.py): its awaited progress reports and
     question reach the official client as a plain tool's do, in both modes."""
     n = 3
-    reports: list[tuple[float, float | None, str | None]] = []
-    asked: list[Any] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        reports.append((progress, total, message))
-
-    async def on_elicit(context: ClientRequestContext, params: Any) -> types.ElicitResult:
-        asked.append(params)
-        return types.ElicitResult(action="accept", content={"name": "Ada"})
+    person = Person("Ada")
+    reports, asked = person.reports, person.asked
 
     async def scenario() -> Any:
-        async with Client(cluster.url, mode=mode, elicitation_callback=on_elicit, read_timeout_seconds=15) as client:
-            result = await client.call_tool("count_then_ask", {"n": n}, progress_callback=on_progress)
-            for _ in range(100):  # progress callbacks run as tasks of their own: let the last ones land
-                if len(reports) >= n:
-                    break
-                await asyncio.sleep(0.02)
+        async with Client(cluster.url, mode=mode, elicitation_callback=person.answer,
+                          read_timeout_seconds=15) as client:
+            result = await client.call_tool("count_then_ask", {"n": n}, progress_callback=person.progress)
+            await person.heard(n)
             return result
 
     result = asyncio.run(asyncio.wait_for(scenario(), 45))
