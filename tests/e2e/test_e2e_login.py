@@ -10,7 +10,6 @@ changes nothing."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import sqlite3
 from collections.abc import Awaitable, Iterator
@@ -31,8 +30,6 @@ pytestmark = pytest.mark.e2e
 T = TypeVar("T")
 USERS = {"ann": ("ann-password", "ann-api-token-1"), "bob": ("bob-password", "bob-api-token-2")}
 MODES = ["auto", "legacy"]  # 2026-07-28, and 2025-11-25 (initialize + Mcp-Session-Id)
-#: Async tools arrive on main through the app's ensure_sync (flask_mcp/coroutines.py).
-ASYNC_TOOLS = importlib.util.find_spec("flask_mcp.coroutines") is not None
 
 
 def run(coro: Awaitable[T]) -> T:
@@ -169,7 +166,6 @@ def test_a_token_beside_another_users_cookie_is_served_as_the_tokens_user(server
     assert server.cookies_set == []
 
 
-@pytest.mark.skipif(not ASYNC_TOOLS, reason="async def tools are not supported by this flask-mcp yet")
 @pytest.mark.parametrize("mode", MODES)
 def test_an_async_tool_sees_the_caller_as_current_user(server: Server, mode: str) -> None:
     async def call() -> str:
