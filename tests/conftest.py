@@ -111,6 +111,15 @@ def connect(make_client: Callable[..., MCPTestClient], app: Flask, version: str,
     return client
 
 
+@pytest.fixture
+def no_shell_flask_mcp_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``FLASK_MCP_*`` variable of the shell running the suite reaches this test:
+    one that expects a start without a single warning must not meet the warning a
+    stray variable (a developer's, or CI's) rightly gets."""
+    for key in [key for key in os.environ if key.startswith("FLASK_MCP_")]:
+        monkeypatch.delenv(key)
+
+
 @pytest.fixture(autouse=True)
 def instance_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A temporary instance folder for every Flask app a test builds without

@@ -153,6 +153,7 @@ def test_declining_at_the_terminal_is_the_tools_to_handle(terminal: type[Termina
     assert (status, out) == (0, "no trip (decline)\n")
 
 
+@pytest.mark.usefixtures("no_shell_flask_mcp_variables")
 def test_without_a_terminal_progress_is_plain_lines_and_a_question_fails_in_plain_words() -> None:
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     done = subprocess.run(flask_command("call", "plan_trip"), stdin=subprocess.DEVNULL, capture_output=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import GunicornServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_shell_flask_mcp_variables")]
 
 MEMORY_WARNING = "MCP_BACKEND is memory://: sessions live in this process only, so with 2 gunicorn workers"
 
