@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hashlib
+import importlib.util
 import ipaddress
 import json
 import secrets
@@ -18,13 +20,43 @@ import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+#: The repository's example OAuth app (example/oauth_app.py), which the OAuth tests serve.
+EXAMPLE_APP = Path(__file__).resolve().parents[1] / "example" / "oauth_app.py"
+
+
+@functools.cache
+def _example_create_app() -> Any:
+    """example/oauth_app.py's ``create_app`` (a file of the repository, not an installed package)."""
+    spec = importlib.util.spec_from_file_location("example_oauth_app", EXAMPLE_APP)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.create_app
+
+
+def example_app(tmp_path: Path, site: ClientSite, **config: Any) -> Flask:
+    """The example OAuth app on SQLite files in ``tmp_path``, fetching metadata documents
+    from ``site`` (on loopback, trusting its certificate); ``config`` adds or overrides keys."""
+    app: Flask = _example_create_app()({
+        "TESTING": True,
+        "MCP_BACKEND": f"sqlite:///{tmp_path / 'sessions.sqlite3'}",
+        "MCP_OAUTH_STORE": f"sqlite:///{tmp_path / 'oauth.sqlite3'}",
+        "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": True,
+        "MCP_OAUTH_CIMD_CA_BUNDLE": str(site.cert_file),
+        **config,
+    })
+    return app
 
 
 def self_signed_certificate(directory: Path) -> tuple[Path, Path]:

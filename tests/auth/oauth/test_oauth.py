@@ -4,36 +4,22 @@ Metadata Documents are served for real over HTTPS on loopback (tests/oauth_fixtu
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import ROOT
 from flask import Flask
 from flask.testing import FlaskClient
-from oauth_fixtures import ClientSite, pkce
+from oauth_fixtures import ClientSite, example_app, pkce
 from werkzeug.test import TestResponse
 
 pytest.importorskip("authlib")
 from flask_mcp.auth.oauth import oauth_server  # noqa: E402
-
-
-def _example() -> Any:
-    """example/oauth_app.py (the repository's example, not an installed package)."""
-    spec = importlib.util.spec_from_file_location("example_oauth_app", ROOT / "example" / "oauth_app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-create_app: Callable[[dict[str, Any]], Flask] = _example().create_app
 
 RESOURCE = "http://localhost/mcp"
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -46,15 +32,7 @@ def site(tmp_path: Path) -> Iterator[ClientSite]:
     site.stop()
 
 
-def make_app(tmp_path: Path, site: ClientSite, **config: Any) -> Flask:
-    return create_app({
-        "TESTING": True,
-        "MCP_BACKEND": f"sqlite:///{tmp_path / 'sessions.sqlite3'}",
-        "MCP_OAUTH_STORE": f"sqlite:///{tmp_path / 'oauth.sqlite3'}",
-        "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": True,
-        "MCP_OAUTH_CIMD_CA_BUNDLE": str(site.cert_file),
-        **config,
-    })
+make_app = example_app
 
 
 def redis_store_url(request: pytest.FixtureRequest, kind: str) -> str:

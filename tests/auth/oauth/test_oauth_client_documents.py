@@ -6,31 +6,18 @@ document server of tests/oauth_fixtures.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
 from flask import Flask
 from flask.testing import FlaskClient
-from oauth_fixtures import ClientSite, pkce
+from oauth_fixtures import ClientSite, example_app, pkce
 
 pytest.importorskip("authlib")
 from flask_mcp.auth.oauth import oauth_server  # noqa: E402
-
-
-def _create_app() -> Any:
-    spec = importlib.util.spec_from_file_location("example_oauth_app_documents", ROOT / "example" / "oauth_app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.create_app
-
-
-create_app = _create_app()
 
 
 @pytest.fixture
@@ -42,14 +29,7 @@ def site(tmp_path: Path) -> Iterator[ClientSite]:
 
 @pytest.fixture
 def app(tmp_path: Path, site: ClientSite) -> Flask:
-    app: Flask = create_app({
-        "TESTING": True,
-        "MCP_BACKEND": f"sqlite:///{tmp_path / 'sessions.sqlite3'}",
-        "MCP_OAUTH_STORE": f"sqlite:///{tmp_path / 'oauth.sqlite3'}",
-        "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": True,
-        "MCP_OAUTH_CIMD_CA_BUNDLE": str(site.cert_file),
-    })
-    return app
+    return example_app(tmp_path, site)
 
 
 @pytest.fixture

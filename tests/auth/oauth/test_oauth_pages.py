@@ -8,21 +8,20 @@ both stores keep. Client sites are real HTTPS servers on loopback
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import ROOT, unavailable
+from conftest import unavailable
 from flask import Blueprint, Flask
 from flask.testing import FlaskClient
-from oauth_fixtures import ClientSite, pkce, png
+from oauth_fixtures import ClientSite, example_app, pkce, png
 
 pytest.importorskip("authlib")
 from flask_mcp.auth.oauth import oauth_server  # noqa: E402
@@ -31,17 +30,6 @@ from flask_mcp.auth.oauth.logos import MAX_LOGO_BYTES, PLACEHOLDER_SVG, Logos, i
 from flask_mcp.auth.oauth.pages import ago  # noqa: E402
 from flask_mcp.auth.oauth.sqlite_store import SQLiteOAuthStore  # noqa: E402
 
-
-def _create_app() -> Callable[[dict[str, Any]], Flask]:
-    spec = importlib.util.spec_from_file_location("example_oauth_app_pages", ROOT / "example" / "oauth_app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    create: Callable[[dict[str, Any]], Flask] = module.create_app
-    return create
-
-
-create_app = _create_app()
 DESCRIPTIONS = {"books:read": "See the books you reserved"}
 LOGO = png()
 
@@ -55,15 +43,7 @@ def site(tmp_path: Path) -> Iterator[ClientSite]:
 
 
 def make_app(tmp_path: Path, site: ClientSite, **config: Any) -> Flask:
-    return create_app({
-        "TESTING": True,
-        "MCP_BACKEND": f"sqlite:///{tmp_path / 'sessions.sqlite3'}",
-        "MCP_OAUTH_STORE": f"sqlite:///{tmp_path / 'oauth.sqlite3'}",
-        "MCP_OAUTH_CIMD_ALLOW_LOOPBACK": True,
-        "MCP_OAUTH_CIMD_CA_BUNDLE": str(site.cert_file),
-        "MCP_OAUTH_SCOPE_DESCRIPTIONS": DESCRIPTIONS,
-        **config,
-    })
+    return example_app(tmp_path, site, **{"MCP_OAUTH_SCOPE_DESCRIPTIONS": DESCRIPTIONS, **config})
 
 
 @pytest.fixture(params=["sqlite", "redis"])
