@@ -92,7 +92,7 @@ class DurableWriter:
         self._ticker: threading.Thread | None = None
 
     def _read_all(self) -> list[tuple[int, dict[str, Any]]]:
-        events = self._retry(lambda: self.log.read(self.key, -1))
+        events: list[tuple[int, dict[str, Any]]] | None = self._retry(lambda: self.log.read(self.key, -1))
         if events is None:  # expired: nobody follows any more; the call still runs to its end
             return []
         return events
