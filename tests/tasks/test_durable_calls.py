@@ -221,3 +221,19 @@ def test_a_durable_stream_is_let_go_with_retry_when_the_worker_drains(
     after = events(client, resumed, lambda s: any(m and "result" in m for _, m in s))
     resumed.close()
     assert after[-1][1]["result"]["content"][0]["text"] == "released"
+
+
+def test_a_2025_06_18_session_s_durable_call_is_primed_and_resumable(
+    make_client: Callable[..., MCPTestClient], durable_app: Flask
+) -> None:
+    client = connect(make_client, durable_app, "2025-06-18")
+    response = post(client, call_body("counted", {"n": 4}))
+    first = events(client, response, lambda s: len(progress(s)) >= 1)
+    response.close()
+    assert first[0][1] is None and first[0][0] is not None  # the priming event
+    headers = {"Accept": "text/event-stream", "Last-Event-ID": first[-1][0] or "",
+               "Mcp-Session-Id": client.session_id or "", "MCP-Protocol-Version": "2025-06-18"}
+    resumed = client.client.get(client.url, headers=headers, buffered=False)
+    rest = events(client, resumed, lambda s: any(m and "result" in m for _, m in s))
+    resumed.close()
+    assert progress(first) + progress(rest) == [1, 2, 3, 4]
