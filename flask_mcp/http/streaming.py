@@ -342,10 +342,14 @@ def _followed(
     when this worker shuts down (:mod:`.draining`)."""
     events = follow(log, bus, where, idle=idle.probe)
     deadline = _deadline(options)
+    if priming is None:
+        # A resumed stream opens with the id it resumes from: a client that keeps its
+        # resumption token per connection (the TypeScript SDK) still has one if this
+        # connection ends before the next event (let go, or its worker killed).
+        priming = sse.priming(event_id(where.stream_id, where.after), options.retry_ms)
     try:
-        if priming is not None:
-            yield priming
-            idle.wrote()
+        yield priming
+        idle.wrote()
         for item in events:
             if item is None:
                 if draining():

@@ -158,7 +158,8 @@ def test_a_durable_stream_cut_early_is_resumed_without_loss_or_repeat(client: MC
     rest = events(client, resumed, lambda s: any(m and "result" in m for _, m in s))
     resumed.close()
     assert progress(first) + progress(rest) == [1, 2, 3, 4, 5, 6, 7, 8]
-    ids = [event_id for event_id, _ in first + rest]
+    assert rest[0] == (last_id, None)  # the resumed stream opens with the id it resumes from
+    ids = [event_id for event_id, message in first + rest if message is not None]
     assert len(ids) == len(set(ids))
     assert rest[-1][1]["result"]["structuredContent"]["steps"] == 8
 
