@@ -268,3 +268,23 @@ def test_a_durable_call_the_queue_cannot_take_is_refused_with_503_and_its_stream
     assert response.status_code == 503 and response.headers["Retry-After"] == "1"
     error = json.loads(response.get_data())
     assert error["id"] == 31 and "task queue is unavailable" in error["error"]["message"]
+
+
+def test_a_resumption_from_a_stale_id_does_not_send_progress_again(client: MCPTestClient) -> None:
+    """What the official Python SDK does after a resumed stream was cut: it resumes
+    from the id that stream started at. Progress a connection took is not sent twice;
+    the rest (here the answer) is."""
+    response = post(client, call_body("counted", {"n": 8}))
+    first = events(client, response, lambda s: len(progress(s)) >= 1)
+    response.close()
+    stale = first[-1][0]
+    assert stale is not None
+    resumed = get(client, stale)
+    middle = events(client, resumed, lambda s: len(progress(s)) >= 4)  # progress 2..5: 2..4 were taken
+    resumed.close()
+    again = get(client, stale)  # the same, stale, id
+    rest = events(client, again, lambda s: any(m and "result" in m for _, m in s))
+    again.close()
+    assert progress(first) + progress(middle) == [1, 2, 3, 4, 5]
+    assert progress(rest) == [5, 6, 7, 8]  # the last one taken had not been confirmed by a next read
+    assert rest[-1][1]["result"]["structuredContent"]["steps"] == 8
