@@ -266,15 +266,19 @@ def _cancelled_reply() -> Reply:
     return Reply(202)
 
 
-def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions) -> Response:
+def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions,
+           watched: Callable[[int, str | None], None] | None = None) -> Response:
     """A ``GET`` with ``Last-Event-ID``: what the stream still owed, from the
     event log, then its live events (the request may still be running on any
-    worker) until its result."""
+    worker) until its result. ``watched(events relayed, error type)`` is
+    called once the stream ends (telemetry's span)."""
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
     events = follow(log, bus, where, idle=idle.probe)
 
     def stream() -> Iterator[bytes]:
         deadline = _deadline(options)
+        relayed = 0
+        error_type = None
         try:
             for item in events:
                 if item is None:
@@ -285,15 +289,19 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
                         yield out
                 else:
                     yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
+                    relayed += 1
                     idle.wrote()
                 if deadline is not None and time.monotonic() >= deadline:
                     yield sse.retry(options.retry_ms)
                     return
         except StoreUnavailable as exc:  # the client comes back after ``retry``
             logger.warning("Resumed stream %s interrupted: %s", where.stream_id, exc)
+            error_type = "store_unavailable"
             yield sse.retry(options.retry_ms)
         finally:
             events.close()
+            if watched is not None:
+                watched(relayed, error_type)
 
     return Response(sse.guarded(stream()), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
