@@ -28,7 +28,7 @@ from ..features.schema import InputSpec
 from ..protocol.methods import Methods
 from ..protocol.prompt_methods import PromptMethods
 from ..protocol.session import Session
-from ..protocol.task_records import TaskRecord
+from ..protocol.task_records import COMPLETED, TaskRecord
 from .endpoint import Caller, Endpoint, caller_options
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
@@ -140,9 +140,10 @@ def _probe_task(backend: Backend) -> Iterator[Finding]:
         yield Finding(SKIP, "tasks", "this backend keeps no tasks: the tasks extension is not offered")
         return
     now = time.time()
-    # No task store deletes: the probe expires in ten seconds and is pruned later.
-    record = TaskRecord(task_id=PROBE_PREFIX + secrets.token_hex(12), created_at=now, updated_at=now,
-                        ttl_ms=10_000, status_message="flask mcp check probe")
+    # No task store deletes: the probe expires in ten seconds and is pruned later. Written
+    # as ended, so that flask mcp sessions does not list it among the running tasks.
+    record = TaskRecord(task_id=PROBE_PREFIX + secrets.token_hex(12), status=COMPLETED, created_at=now,
+                        updated_at=now, ttl_ms=10_000, status_message="flask mcp check probe")
     try:
         def round_trip() -> TaskRecord | None:
             backend.tasks.create(record)  # type: ignore[union-attr]

@@ -82,7 +82,8 @@ def test_sessions_lists_a_task_running_on_the_celery_worker(ops: OneWorker) -> N
         "import json, sys\n"
         "from tests.celery_app import app\n"
         "from flask_mcp.testing import MCPTestClient\n"
-        f"client = MCPTestClient(app, protocol_version='2026-07-28', capabilities={{'extensions': {{{TASKS!r}: {{}}}}}})\n"
+        f"client = MCPTestClient(app, protocol_version='2026-07-28',\n"
+        f"                       capabilities={{'extensions': {{{TASKS!r}: {{}}}}}})\n"
         "print(json.dumps(client.call_tool('tasked', {'seconds': 60}).result))\n"
     )
     started = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=ops.env, capture_output=True, text=True,
