@@ -16,7 +16,7 @@ from cli_app import create_app, redis_test_backend, runner_for
 from conftest import FakeClock, free_port
 from flask import Flask
 
-from flask_mcp import Context
+from flask_mcp import MCP, Context
 from flask_mcp.backends.contracts import Backend
 from flask_mcp.testing import MCPTestClient
 
@@ -105,7 +105,7 @@ def test_sessions_lists_the_tasks_still_running_with_their_tool_and_status(tmp_p
     with its tool, status message and where it runs; gone once it ended."""
     app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3")
     release = threading.Event()
-    mcp = app.extensions["mcp"].extension
+    mcp: MCP = app.extensions["mcp"].extension
 
     @mcp.tool(task="required")
     def slow_report(ctx: Context) -> str:

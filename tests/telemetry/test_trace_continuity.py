@@ -169,7 +169,7 @@ def test_a_resumed_stream_s_span_is_a_child_of_the_call_that_opened_it(
     attributes = dict(resumed.attributes or {})
     assert attributes["mcp.session.id"] == client.session_id
     assert attributes["mcp.protocol.version"] == "2025-11-25"
-    assert attributes["flask_mcp.stream.last_event_id"].endswith("/1")  # after "before"
+    assert str(attributes["flask_mcp.stream.last_event_id"]).endswith("/1")  # after "before"
     assert attributes["flask_mcp.stream.events"] == 2  # "after", then the result
     assert "mcp.method.name" not in attributes  # a GET: no MCP method
 
