@@ -274,11 +274,17 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
     called once the stream ends (telemetry's span)."""
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
     events = follow(log, bus, where, idle=idle.probe)
+    relayed = 0
+    error_type: str | None = None
+    watching = [watched] if watched is not None else []
+
+    def report() -> None:  # once: the stream's end, or the response closed before it began
+        while watching:
+            watching.pop()(relayed, error_type)
 
     def stream() -> Iterator[bytes]:
+        nonlocal relayed, error_type
         deadline = _deadline(options)
-        relayed = 0
-        error_type = None
         try:
             for item in events:
                 if item is None:
@@ -300,10 +306,12 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
             yield sse.retry(options.retry_ms)
         finally:
             events.close()
-            if watched is not None:
-                watched(relayed, error_type)
+            report()
 
-    return Response(sse.guarded(stream()), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    response = Response(sse.guarded(stream()), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    if watching:
+        response.call_on_close(report)
+    return response
 
 
 def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Response:

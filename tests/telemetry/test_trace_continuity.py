@@ -199,17 +199,17 @@ def test_a_stream_opened_without_tracing_resumes_in_the_get_s_own_trace(
     resumable: Flask, make_client: MakeClient, spans: InMemorySpanExporter
 ) -> None:
     telemetry = resumable.extensions["mcp"].telemetry
-    telemetry.use(None)  # the global providers: the API's defaults here, so no tracing: the stream keeps no context
+    instruments, telemetry.otel = telemetry.otel, None  # as without opentelemetry-api: the stream keeps no context
     try:
         client = _legacy_client(make_client, resumable)
         response = client.call_tool("hand_off")
     finally:
-        telemetry.use(_PROVIDER)
+        telemetry.otel = instruments
     stream_id = _stream_id(response.http.data)
     replay = client.client.get(client.url, headers={
         "Accept": "text/event-stream", "Last-Event-ID": f"{stream_id}/0", "Mcp-Session-Id": client.session_id or "",
         "MCP-Protocol-Version": "2025-11-25", "traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN}-01"})
-    assert replay.status_code == 200
+    assert replay.status_code == 200 and b"closed=True" in replay.data  # read: the span ends with the stream
     resumed = _await(spans, "resume")
     assert resumed.parent is not None and format(resumed.parent.span_id, "016x") == CLIENT_SPAN
     assert not resumed.links
