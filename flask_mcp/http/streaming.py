@@ -269,13 +269,34 @@ def _cancelled_reply() -> Reply:
     return Reply(202)
 
 
-def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions) -> Response:
+def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions,
+           watched: Callable[[int, str | None], None] | None = None) -> Response:
     """A ``GET`` with ``Last-Event-ID``: what the stream still owed, from the
     event log, then its live events (the request may still be running on any
-    worker) until its result."""
+    worker) until its result. ``watched(events relayed, error type)`` is
+    called once the stream ends (telemetry's span)."""
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
-    stream = _followed(where, log, bus, options, idle)
-    return Response(sse.guarded(stream), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    report = _Report(watched) if watched is not None else None
+    stream = _followed(where, log, bus, options, idle, report=report)
+    response = Response(sse.guarded(stream), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    if report is not None:  # also when the response is closed before the stream began
+        response.call_on_close(report)
+    return response
+
+
+class _Report:
+    """Tells ``watched`` (telemetry's span) once how a followed stream went:
+    how many events it relayed, and an error type if it was cut."""
+
+    def __init__(self, watched: Callable[[int, str | None], None]) -> None:
+        self.watched: Callable[[int, str | None], None] | None = watched
+        self.relayed = 0
+        self.error_type: str | None = None
+
+    def __call__(self) -> None:
+        watched, self.watched = self.watched, None
+        if watched is not None:
+            watched(self.relayed, self.error_type)
 
 
 def durable(
@@ -334,7 +355,8 @@ def _awaited(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptio
 
 
 def _followed(
-    where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions, idle: _Idle, priming: bytes | None = None
+    where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions, idle: _Idle, priming: bytes | None = None,
+    *, report: _Report | None = None,
 ) -> Iterator[bytes]:
     """A stream kept in the event log, replayed after ``where`` and followed
     live until its end. Let go with a ``retry`` hint (the client resumes, on
@@ -369,6 +391,8 @@ def _followed(
                 if not (progress and seq <= seen):
                     yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
                     idle.wrote()
+                    if report is not None:
+                        report.relayed += 1
                     if progress:
                         sent.mark(seq)  # the server took the event: it is on its way
             if draining() or (deadline is not None and time.monotonic() >= deadline):
@@ -376,9 +400,13 @@ def _followed(
                 return
     except StoreUnavailable as exc:  # the client comes back after ``retry``
         logger.warning("Stream %s interrupted: %s", where.stream_id, exc)
+        if report is not None:
+            report.error_type = "store_unavailable"
         yield sse.retry(options.retry_ms)
     finally:
         events.close()
+        if report is not None:
+            report()
 
 
 def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Response:

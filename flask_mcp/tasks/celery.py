@@ -47,7 +47,7 @@ def register(app: Flask) -> None:
 
 def send(record: TaskRecord, request: RequestInfo, tool: str, arguments: dict[str, Any]) -> None:
     """Queue the task of ``record`` on the app's Celery app (the web worker's part)."""
-    _celery().send_task(TASK_NAME, args=[payload(record.task_id, request)])
+    _celery().send_task(TASK_NAME, args=[payload(record.task_id, request)], task_id=record.queue_id)
 
 
 def send_durable(request: RequestInfo, stream: str, stream_id: str) -> None:
@@ -70,7 +70,8 @@ def _celery() -> Any:
 
 
 def payload(task_id: str | None, request: RequestInfo) -> dict[str, Any]:
-    """What the Celery message carries: the call as JSON (no credentials)."""
+    """What the Celery message carries: the call as JSON (no credentials), and
+    the trace context of the web worker's span when it is traced."""
     auth = request.auth
     principal = None
     if isinstance(auth, Principal):
@@ -95,6 +96,9 @@ def payload(task_id: str | None, request: RequestInfo) -> dict[str, Any]:
         "auth": principal,
         "input_responses": request.input_responses,
         "endpoint": request.endpoint_url,
+        # The W3C trace context of the web worker's span (traceparent, tracestate):
+        # the worker's span continues the call's trace (docs/observability.md).
+        "trace_context": request.carried_now(),
     }
 
 
@@ -116,7 +120,15 @@ def request_from(message: dict[str, Any]) -> RequestInfo:
         auth=Principal(**auth) if auth else None,
         input_responses=message.get("input_responses") or {},
         endpoint=message.get("endpoint"),
+        carried=_trace_context(message.get("trace_context")),
     )
+
+
+def _trace_context(value: Any) -> dict[str, str] | None:
+    """The message's trace context, if it is one (strings only: it goes to a propagator)."""
+    if isinstance(value, dict) and isinstance(value.get("traceparent"), str):
+        return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+    return None
 
 
 def run(message: dict[str, Any]) -> str | None:
