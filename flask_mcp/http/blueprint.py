@@ -207,6 +207,16 @@ def _post() -> Response:
             return _render(store_unavailable(exc, reply.listen.subscription_id), wants_stream)
         response.call_on_close(slots.give_back)
         return response
+    if reply.durable is not None:
+        server = state.server
+        assert server.events is not None and server.bus is not None  # the core sends durable calls only then
+        return streaming.durable(
+            reply.durable, server.events, server.bus,
+            live=_accepts_stream(req),
+            options=state.stream_options,
+            render=lambda done: _render(done, wants_stream),
+            streams=state.open_streams,
+        )
     if reply.deferred is not None:
         return streaming.respond(
             reply.deferred,

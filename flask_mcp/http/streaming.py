@@ -11,6 +11,7 @@ client that went away frees the stream's thread within about a second: for a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -24,12 +25,14 @@ from flask import Response, copy_current_request_context, request
 from ..auth import login
 from ..protocol import jsonrpc
 from ..protocol.bus import EVENTS_CHANNEL, MessageBus
+from ..protocol.durable import DurableCall
 from ..protocol.errors import InternalError
 from ..protocol.events import EventLog, Resume, StreamRecorder, event_id, follow
 from ..protocol.session import StoreUnavailable
 from ..protocol.subscriptions import Listen
-from ..protocol.transport import Deferred, Reply
+from ..protocol.transport import Deferred, Reply, store_unavailable
 from . import sse
+from .draining import draining
 from .peer import Peer
 
 if TYPE_CHECKING:
@@ -271,31 +274,99 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
     event log, then its live events (the request may still be running on any
     worker) until its result."""
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
-    events = follow(log, bus, where, idle=idle.probe)
+    stream = _followed(where, log, bus, options, idle)
+    return Response(sse.guarded(stream), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
-    def stream() -> Iterator[bytes]:
-        deadline = _deadline(options)
-        try:
-            for item in events:
-                if item is None:
-                    out = idle.tick()
-                    if out is None:
-                        return  # the client left
-                    if out:
-                        yield out
-                else:
-                    yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
-                    idle.wrote()
-                if deadline is not None and time.monotonic() >= deadline:
+
+def durable(
+    call: DurableCall,
+    log: EventLog,
+    bus: MessageBus,
+    *,
+    live: bool,
+    options: StreamOptions,
+    render: Callable[[Reply], Response],
+    streams: OpenStreams | None = None,
+) -> Response:
+    """A durable call (:mod:`flask_mcp.protocol.durable`): open its stream in
+    the event log (the priming event, stored before the call starts), hand the
+    call to the task queue, then follow the stream as any worker's ``GET``
+    would. The client leaving does not stop the call (``notifications/cancelled``
+    does); a client that takes no event stream gets the answer as JSON."""
+    recorder = StreamRecorder(log, call.session_id, bus.publish)
+    where = Resume(recorder.key, recorder.stream_id, 0)
+    try:
+        log.append(where.stream, 0, {"message": None, "final": False})
+    except StoreUnavailable as exc:
+        return render(store_unavailable(exc, call.request_id))
+    try:
+        call.start(where.stream, where.stream_id)
+    except Exception as exc:  # noqa: BLE001 - the queue is down or not set up: 503, the client retries
+        logger.error("Could not queue a durable call: %s", exc)
+        error = InternalError("The task queue is unavailable; try again later.")
+        with contextlib.suppress(StoreUnavailable):  # a GET that resumes it ends at once
+            log.append(where.stream, 1, {"message": None, "final": True})
+        return render(Reply(503, jsonrpc.error_message(call.request_id, error), {"Retry-After": "1"}))
+    if not live:
+        return render(_awaited(where, log, bus, options))
+    idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
+    priming = sse.priming(event_id(where.stream_id, 0), options.retry_ms)
+    response = Response(sse.guarded(_followed(where, log, bus, options, idle, priming)), status=200,
+                        headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    if streams is not None:
+        streams.opened()
+        response.call_on_close(streams.closed)
+    return response
+
+
+def _awaited(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions) -> Reply:
+    """A durable call's answer, waited for here (a client that takes only JSON)."""
+    answer: Any = None
+    try:
+        for item in follow(log, bus, where, idle=options.probe):
+            if item is not None:
+                answer = item[1]
+    except StoreUnavailable as exc:
+        return store_unavailable(exc)
+    if isinstance(answer, dict) and ("result" in answer or "error" in answer):
+        return Reply(200, answer)
+    return _cancelled_reply()
+
+
+def _followed(
+    where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions, idle: _Idle, priming: bytes | None = None
+) -> Iterator[bytes]:
+    """A stream kept in the event log, replayed after ``where`` and followed
+    live until its end. Let go with a ``retry`` hint (the client resumes, on
+    any worker) after ``poll_after`` seconds, when the store fails, and at once
+    when this worker shuts down (:mod:`.draining`)."""
+    events = follow(log, bus, where, idle=idle.probe)
+    deadline = _deadline(options)
+    try:
+        if priming is not None:
+            yield priming
+            idle.wrote()
+        for item in events:
+            if item is None:
+                if draining():
                     yield sse.retry(options.retry_ms)
                     return
-        except StoreUnavailable as exc:  # the client comes back after ``retry``
-            logger.warning("Resumed stream %s interrupted: %s", where.stream_id, exc)
-            yield sse.retry(options.retry_ms)
-        finally:
-            events.close()
-
-    return Response(sse.guarded(stream()), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+                out = idle.tick()
+                if out is None:
+                    return  # the client left
+                if out:
+                    yield out
+            else:
+                yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
+                idle.wrote()
+            if draining() or (deadline is not None and time.monotonic() >= deadline):
+                yield sse.retry(options.retry_ms)  # the rest waits in the event log
+                return
+    except StoreUnavailable as exc:  # the client comes back after ``retry``
+        logger.warning("Stream %s interrupted: %s", where.stream_id, exc)
+        yield sse.retry(options.retry_ms)
+    finally:
+        events.close()
 
 
 def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Response:
