@@ -274,7 +274,11 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
     event log, then its live events (the request may still be running on any
     worker) until its result."""
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
-    stream = _followed(where, log, bus, options, idle)
+    # Primed again with the id it resumes from: the headers go out at once, and a
+    # client that keeps only the ids of the current connection (the TypeScript SDK
+    # 1.x) still has one to resume with if this connection ends before a new event.
+    priming = sse.priming(event_id(where.stream_id, where.after), options.retry_ms)
+    stream = _followed(where, log, bus, options, idle, priming)
     return Response(sse.guarded(stream), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
 
