@@ -17,15 +17,11 @@ from typing import Any
 from flask import Flask, Response
 
 from flask_mcp import MCP, Context
-from flask_mcp.features.options import ToolOptions
 from tests.celery_setup import celery_init_app
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 #: Which host this process belongs to ("a", "b"), or which Celery worker it is.
 HOST = os.environ.get("DURABLE_HOST", "?")
-#: ``durable=True`` once the option exists (issue #33); until then the tool runs
-#: in the web worker, and the tests that need it are expected to fail.
-DURABLE: ToolOptions = {"durable": True} if "durable" in ToolOptions.__annotations__ else {}  # type: ignore[typeddict-unknown-key]
 
 app = Flask(__name__)
 app.config["SECRET_KEY"] = "durable-e2e-secret"
@@ -42,7 +38,7 @@ def served_by(response: Response) -> Response:
     return response
 
 
-@mcp.tool(**DURABLE)
+@mcp.tool(durable=True)
 def long_call(steps: int, ask_at: int, ctx: Context) -> dict[str, Any]:
     """Works ``steps`` seconds, reporting progress every second; after step
     ``ask_at`` (0: never) asks for a name and greets its owner at the end."""
