@@ -10,8 +10,9 @@ The official Python client (legacy mode, 2025-11-25) and the official
 TypeScript client (tests/ts_client/) each make a 30-second durable call that
 reports progress every second and asks one question. During each call the test
 (a) SIGKILLs the web worker holding the call's stream, (b) sends HUP to that
-host's master while the question waits for its answer, (c) SIGKILLs every
-process of the host then holding the stream (and starts it again). The call
+host's master while the question waits for its answer, (c) stops the host
+then holding the stream (SIGTERM to its master; started again two seconds
+after it exited). The call
 must complete with every progress report exactly once and in order, the
 question answered, the right result, and no 5xx anywhere.
 
@@ -134,12 +135,6 @@ class Host:
     def hup(self) -> None:
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGHUP)
-
-    def kill_all(self) -> None:
-        """Every process of the host at once (its process group), as a lost machine."""
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
 
     def stop(self, within: float = 60) -> float:
         """SIGTERM to the master (a deploy's stop); seconds until it exited."""
@@ -297,6 +292,8 @@ class Seen:
     client: str
     http: list[Exchange] = field(default_factory=list)
     progress: list[float] = field(default_factory=list)
+    #: When each progress report arrived (seconds since the client started).
+    progress_at: list[float] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
     result: dict[str, Any] | None = None
     error: str | None = None
@@ -350,6 +347,7 @@ def python_client(url: str, tool: str, arguments: dict[str, Any], seen: Seen, na
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         seen.progress.append(value)  # first thing in the callback: in the order the client got them
+        seen.progress_at.append(seen.now())
 
     async def answer(context: ClientRequestContext, params: Any) -> types.ElicitResult:
         seen.asked.append(params.message)
@@ -434,6 +432,7 @@ def ts_client(url: str, tool: str, arguments: dict[str, Any], seen: Seen, name: 
                                               event.get("lastEventId"), seen.now()))
                 elif kind == "progress":
                     seen.progress.append(event["progress"])
+                    seen.progress_at.append(seen.now())
                 elif kind == "asked":
                     seen.asked.append(event["message"])
                 elif kind == "result":
@@ -491,9 +490,10 @@ def report(seen: Seen) -> str:
 def disrupt_three_ways(deployment: Deployment, seen: Seen, moments: tuple[int, int], log: list[str]) -> None:
     """(a) SIGKILL the web worker holding the stream once progress reaches
     ``moments[0]``; (b) HUP its host's master while the question waits, and
-    answer once the stream is back; (c) SIGKILL the whole host holding the
-    stream once progress reaches ``moments[1]``, then start it again."""
-    kill_at, lose_host_at = moments
+    answer once the stream is back; (c) stop the whole host holding the stream
+    (SIGTERM to its master, as a deploy does) once progress reaches
+    ``moments[1]``, keep it down two seconds, then start it again."""
+    kill_at, stop_host_at = moments
     seen.wait(lambda: len(seen.progress) >= kill_at, f"progress {kill_at}")
     with deployment.lock:
         host, pid = deployment.holding(seen.holder())
@@ -508,18 +508,20 @@ def disrupt_three_ways(deployment: Deployment, seen: Seen, moments: tuple[int, i
         log.append(f"{seen.client} (b) question pending: HUP master of {host.name}")
     seen.wait(lambda: len(seen.resumptions()) > before, "resumption after the HUP", within=20)
     seen.release.set()
-    seen.wait(lambda: len(seen.progress) >= lose_host_at, f"progress {lose_host_at}")
+    seen.wait(lambda: len(seen.progress) >= stop_host_at, f"progress {stop_host_at}")
     with deployment.lock:
         host, _ = deployment.holding(seen.holder())
         other = next(h for h in deployment.hosts.values() if h is not host)
-        assert other.up, "the other host must be up before this one is lost"
-        host.kill_all()
-        log.append(f"{seen.client} (c) at progress {len(seen.progress)}: SIGKILL every process of host {host.name}")
+        assert other.up, "the other host must be up before this one stops"
+        stopped = host.stop()
+        log.append(f"{seen.client} (c) at progress {len(seen.progress)}: stopped host {host.name} "
+                   f"(SIGTERM to its master, exited in {stopped:.1f} s)")
+        time.sleep(2)  # down for a while: the client resumes on the other host
         took = host.start()
         log.append(f"{seen.client} host {host.name} started again in {took:.1f} s")
 
 
-def test_long_calls_of_both_clients_survive_a_killed_worker_a_reload_and_a_lost_host(deployment: Deployment) -> None:
+def test_long_calls_of_both_clients_survive_a_killed_worker_a_reload_and_a_stopped_host(deployment: Deployment) -> None:
     """Both clients at once, each with its own moments, so the 30-second calls overlap."""
     arguments = {"steps": STEPS, "ask_at": ASK_AT}
     plans = {"python": (4, 20), "typescript": (7, 24)}
@@ -578,11 +580,12 @@ def test_a_rolling_restart_of_both_hosts_loses_none_of_20_concurrent_calls(deplo
     rolled = time.monotonic() - rolling
     for one in seen:
         assert one.done.wait(90), one.summary()
-    gaps = [max(b.at - a.at for a, b in zip(one.http, one.http[1:], strict=False)) for one in seen if len(one.http) > 1]
+    gaps = [max(b - a for a, b in zip(one.progress_at, one.progress_at[1:], strict=False)) for one in seen
+            if len(one.progress_at) > 1]
     print(*figures, sep="\n")
     print(f"rolling restart of both hosts with {n} calls in flight: {rolled:.1f} s; "
           f"resumptions per call: {sorted(len(one.resumptions()) for one in seen)}; "
-          f"longest pause between two answers a client saw: {max(gaps):.1f} s")
+          f"longest wait between two progress reports (1 s apart on Celery): {max(gaps):.1f} s")
     for one in seen:
         assert_complete(one, steps, None)
     assert deployment.five_hundreds() == []
@@ -625,3 +628,37 @@ def test_each_client_resumes_a_post_stream_the_server_lets_go_with_retry(deploym
     assert seen.progress == [float(i) for i in range(1, 9)], seen.summary()
     assert (seen.result or {}).get("structuredContent", {}).get("steps") == 8, seen.summary()
     assert len(seen.resumptions()) == 1, seen.summary()
+
+
+#: What the official Python client (mcp 2.3.0) does wrong, found by the test below.
+PYTHON_CLIENT_REPLAYS = (
+    "mcp 2.3.0: when a resumed stream (GET with Last-Event-ID) breaks with a network error, "
+    "StreamableHTTPTransport._handle_reconnection's except branch reconnects with the Last-Event-ID it had "
+    "resumed from (last_event_id), not the last one it received (reconnect_last_event_id): the server rightly "
+    "replays everything after that id, and the application gets those progress reports (or a question) twice; "
+    "two such breaks in a row also count as its two reconnection attempts"
+)
+
+
+@pytest.mark.parametrize("client", [
+    pytest.param("python", marks=pytest.mark.xfail(strict=True, reason=PYTHON_CLIENT_REPLAYS)),
+    "typescript",
+])
+def test_each_client_resumes_a_cut_resumed_stream_from_its_last_event(deployment: Deployment, client: str) -> None:
+    """The balancer severs the call's POST stream at progress 3, then its
+    resumed stream at progress 8 (as a host lost mid-stream does): the second
+    resumption must start after the last event the client got, so every report
+    arrives once."""
+    steps = 14
+    seen = Seen(client)
+    CLIENTS[client](deployment.url, "relay_call", {"steps": steps, "let_go_at": 0}, seen)
+    seen.wait(lambda: len(seen.progress) >= 3, "progress 3", within=30)
+    deployment.balancer.cut()
+    seen.wait(lambda: len(seen.resumptions()) == 1 and len(seen.progress) >= 8, "progress 8 after a resumption")
+    deployment.balancer.cut()
+    assert seen.done.wait(40), seen.summary()
+    print(report(seen))
+    assert seen.error is None, seen.summary()
+    first, second = (int(str(x.last_event_id).rpartition("/")[2]) for x in seen.resumptions()[:2])
+    assert seen.progress == [float(i) for i in range(1, steps + 1)], (first, second, seen.summary())
+    assert second > first, seen.summary()
