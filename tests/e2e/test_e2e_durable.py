@@ -30,6 +30,7 @@ Runtime: about 2 minutes; the newest-Flask tox env only (tox.ini).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,9 +249,19 @@ def deployment() -> Iterator[Deployment]:
     workers: list[CeleryWorker] = []
     balancer: RoundRobin | None = None
     try:
-        for name, address in (("a", "127.0.0.3"), ("b", "127.0.0.4")):
-            hosts[name] = Host(name, address, env, folder)
-        workers = [CeleryWorker(name, env, folder) for name in ("c1", "c2")]
+        with ThreadPoolExecutor(4) as starting:  # the four start at once: they take a while each
+            host_futures = {name: starting.submit(Host, name, address, env, folder)
+                            for name, address in (("a", "127.0.0.3"), ("b", "127.0.0.4"))}
+            worker_futures = [starting.submit(CeleryWorker, name, env, folder) for name in ("c1", "c2")]
+            for name, host_future in host_futures.items():
+                with contextlib.suppress(Exception):
+                    hosts[name] = host_future.result()
+            for worker_future in worker_futures:
+                with contextlib.suppress(Exception):
+                    workers.append(worker_future.result())
+            everything: list[Future[Any]] = [*host_futures.values(), *worker_futures]
+            for started in everything:
+                started.result()  # the first failure, once everything started is known (and stopped below)
         balancer = RoundRobin([(host.address, host.port) for host in hosts.values()])
         yield Deployment(hosts, balancer, workers, folder)
     finally:
@@ -345,8 +357,8 @@ def python_client(url: str, tool: str, arguments: dict[str, Any], seen: Seen, na
         seen.http.append(Exchange(request.method, rpc, response.status_code, response.headers.get("x-served-by"),
                                   request.headers.get("last-event-id"), seen.now()))
 
-    async def progress(value: float, total: float | None, message: str | None) -> None:
-        seen.progress.append(value)  # first thing in the callback: in the order the client got them
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.progress.append(progress)  # first thing in the callback: in the order the client got them
         seen.progress_at.append(seen.now())
 
     async def answer(context: ClientRequestContext, params: Any) -> types.ElicitResult:
