@@ -27,7 +27,7 @@ from ..protocol import jsonrpc
 from ..protocol.bus import EVENTS_CHANNEL, MessageBus
 from ..protocol.durable import DurableCall
 from ..protocol.errors import InternalError
-from ..protocol.events import EventLog, Resume, StreamRecorder, event_id, follow
+from ..protocol.events import EventLog, Resume, SentProgress, StreamRecorder, event_id, follow, is_progress
 from ..protocol.session import StoreUnavailable
 from ..protocol.subscriptions import Listen
 from ..protocol.transport import Deferred, Reply, store_unavailable
@@ -274,11 +274,7 @@ def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions
     event log, then its live events (the request may still be running on any
     worker) until its result."""
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
-    # Primed again with the id it resumes from: the headers go out at once, and a
-    # client that keeps only the ids of the current connection (the TypeScript SDK
-    # 1.x) still has one to resume with if this connection ends before a new event.
-    priming = sse.priming(event_id(where.stream_id, where.after), options.retry_ms)
-    stream = _followed(where, log, bus, options, idle, priming)
+    stream = _followed(where, log, bus, options, idle)
     return Response(sse.guarded(stream), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
 
 
@@ -346,10 +342,17 @@ def _followed(
     when this worker shuts down (:mod:`.draining`)."""
     events = follow(log, bus, where, idle=idle.probe)
     deadline = _deadline(options)
+    resumed = priming is None
+    if priming is None:
+        # A resumed stream opens with the id it resumes from: a client that keeps its
+        # resumption token per connection (the TypeScript SDK) still has one if this
+        # connection ends before the next event (let go, or its worker killed).
+        priming = sse.priming(event_id(where.stream_id, where.after), options.retry_ms)
+    sent = SentProgress(log, where.stream)
+    seen = sent.load() if resumed else -1  # progress a connection got already (any worker)
     try:
-        if priming is not None:
-            yield priming
-            idle.wrote()
+        yield priming
+        idle.wrote()
         for item in events:
             if item is None:
                 if draining():
@@ -361,8 +364,13 @@ def _followed(
                 if out:
                     yield out
             else:
-                yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
-                idle.wrote()
+                seq = int(item[0].rsplit("/", 1)[1])
+                progress = is_progress(item[1])
+                if not (progress and seq <= seen):
+                    yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
+                    idle.wrote()
+                    if progress:
+                        sent.mark(seq)  # the server took the event: it is on its way
             if draining() or (deadline is not None and time.monotonic() >= deadline):
                 yield sse.retry(options.retry_ms)  # the rest waits in the event log
                 return

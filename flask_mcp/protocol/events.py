@@ -151,3 +151,39 @@ def follow(
                 yield None
             while wakeups.get(0) is not None:  # one read serves every pending wake-up
                 pass
+
+
+class SentProgress:
+    """How far a stream's progress notifications were handed to a connection,
+    on any worker: kept beside the stream in the event log (``<stream>#sent``,
+    one entry per progress event sent). A resumption from an older id does not
+    send that progress again: a client that resumes with a stale ``Last-Event-ID``
+    (the official Python SDK, after a resumed stream was cut) would otherwise see
+    it twice. Only progress is skipped; every other message is sent again."""
+
+    def __init__(self, log: EventLog, stream: str) -> None:
+        self.log = log
+        self.key = stream + "#sent"
+        self._opened = False
+
+    def load(self) -> int:
+        """The highest sequence number of a progress event sent (``-1``: none)."""
+        try:
+            entries = self.log.read(self.key, -1)
+        except StoreUnavailable:
+            return -1
+        return max((seq for seq, _ in entries), default=-1) if entries else -1
+
+    def mark(self, seq: int) -> None:
+        """Progress event ``seq`` was handed to a connection."""
+        try:
+            if not self._opened:  # number 0 holds a log's retention (SQLite): every writer may add it
+                self.log.append(self.key, 0, {"message": None, "final": False})
+                self._opened = True
+            self.log.append(self.key, seq, {"message": None, "final": False})
+        except StoreUnavailable:
+            pass  # only a duplicate at a later resumption
+
+
+def is_progress(message: Message) -> bool:
+    return message.get("method") == "notifications/progress"

@@ -381,7 +381,7 @@ class Server:
         the HTTP status (and headers) it calls for. With ``defer``, a request
         that may stream is handed back to the HTTP layer to run instead."""
         if defer and request.method in STREAMABLE_METHODS:
-            if self.durable is not None and self._is_durable(request):
+            if self.durable is not None and request.session is not None and self._is_durable(request):
                 return self._durable_reply(message, request)
             if may_stream(request):
 

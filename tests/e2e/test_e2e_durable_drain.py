@@ -116,10 +116,10 @@ class Call:
             if "retry" in event:
                 self.retries += 1
             if "id" in event:
-                self.ids.append(event["id"])
                 self.last_id = event["id"]
             if not event.get("data"):
-                continue
+                continue  # the priming event, or a resumed stream's opening one (the id it resumes from)
+            self.ids.append(event["id"])
             message = json.loads(event["data"])
             if message.get("method") == "notifications/progress":
                 self.progress.append(message["params"]["progress"])

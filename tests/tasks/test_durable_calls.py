@@ -158,7 +158,8 @@ def test_a_durable_stream_cut_early_is_resumed_without_loss_or_repeat(client: MC
     rest = events(client, resumed, lambda s: any(m and "result" in m for _, m in s))
     resumed.close()
     assert progress(first) + progress(rest) == [1, 2, 3, 4, 5, 6, 7, 8]
-    ids = [event_id for event_id, _ in first + rest]
+    assert rest[0] == (last_id, None)  # the resumed stream opens with the id it resumes from
+    ids = [event_id for event_id, message in first + rest if message is not None]
     assert len(ids) == len(set(ids))
     assert rest[-1][1]["result"]["structuredContent"]["steps"] == 8
 
@@ -237,3 +238,53 @@ def test_a_2025_06_18_session_s_durable_call_is_primed_and_resumable(
     rest = events(client, resumed, lambda s: any(m and "result" in m for _, m in s))
     resumed.close()
     assert progress(first) + progress(rest) == [1, 2, 3, 4]
+
+
+def test_a_client_that_takes_no_event_stream_gets_a_durable_call_s_answer_as_json(client: MCPTestClient) -> None:
+    body = call_body("counted", {"n": 3}, request_id=21)
+    headers = {"Accept": "application/json", "Content-Type": "application/json",
+               **client.standard_headers("tools/call", body["params"])}
+    response = client.client.post(client.url, data=json.dumps(body), headers=headers)
+    assert response.status_code == 200 and response.mimetype == "application/json"
+    answer = response.get_json()
+    assert answer["id"] == 21
+    assert answer["result"]["structuredContent"]["steps"] == 3
+
+
+def test_a_durable_call_the_queue_cannot_take_is_refused_with_503_and_its_stream_ends(
+    make_client: Callable[..., MCPTestClient],
+) -> None:
+    app = Flask(__name__)
+    app.config.update({"TESTING": True, "MCP_BACKEND": "memory://", "MCP_TASK_RUNNER": "celery"})
+    mcp = MCP(app, name="no-queue", version="1.0")  # no Celery app in app.extensions["celery"]
+
+    @mcp.tool(durable=True)
+    def slow() -> str:
+        """Never runs here."""
+        return "ran"
+
+    client = connect(make_client, app, LEGACY)
+    response = post(client, call_body("slow", {}, request_id=31))
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    error = json.loads(response.get_data())
+    assert error["id"] == 31 and "task queue is unavailable" in error["error"]["message"]
+
+
+def test_a_resumption_from_a_stale_id_does_not_send_progress_again(client: MCPTestClient) -> None:
+    """What the official Python SDK does after a resumed stream was cut: it resumes
+    from the id that stream started at. Progress a connection took is not sent twice;
+    the rest (here the answer) is."""
+    response = post(client, call_body("counted", {"n": 8}))
+    first = events(client, response, lambda s: len(progress(s)) >= 1)
+    response.close()
+    stale = first[-1][0]
+    assert stale is not None
+    resumed = get(client, stale)
+    middle = events(client, resumed, lambda s: len(progress(s)) >= 4)  # progress 2..5: 2..4 were taken
+    resumed.close()
+    again = get(client, stale)  # the same, stale, id
+    rest = events(client, again, lambda s: any(m and "result" in m for _, m in s))
+    again.close()
+    assert progress(first) + progress(middle) == [1, 2, 3, 4, 5]
+    assert progress(rest) == [5, 6, 7, 8]  # the last one taken had not been confirmed by a next read
+    assert rest[-1][1]["result"]["structuredContent"]["steps"] == 8
