@@ -371,7 +371,7 @@ def _followed(
         # connection ends before the next event (let go, or its worker killed).
         priming = sse.priming(event_id(where.stream_id, where.after), options.retry_ms)
     sent = SentProgress(log, where.stream)
-    seen = sent.load() if resumed else -1  # progress a connection got already (any worker)
+    seen = sent.seen_before(where.after) if resumed else -1  # progress a stale resumption got already
     try:
         yield priming
         idle.wrote()

@@ -174,21 +174,37 @@ def follow(
 
 
 class SentProgress:
-    """How far a stream's progress notifications were handed to a connection,
-    on any worker: kept beside the stream in the event log (``<stream>#sent``,
-    one entry per progress event sent). A resumption from an older id does not
-    send that progress again: a client that resumes with a stale ``Last-Event-ID``
-    (the official Python SDK, after a resumed stream was cut) would otherwise see
-    it twice. Only progress is skipped; every other message is sent again."""
+    """How far a stream's progress notifications were handed to a connection, and
+    which ids earlier connections resumed from, on any worker: kept beside the
+    stream in the event log (``<stream>#sent``, one entry per progress event
+    sent; ``<stream>#from``, one per resumption point).
+
+    A resumption from an id an earlier connection already resumed from is the
+    official Python SDK's stale ``Last-Event-ID`` (after a resumed stream was cut
+    it reconnects with the id that stream started at): it does not get the
+    progress already handed out again, which it would otherwise see twice. Any
+    other resumption gets everything after its id, so a report written into a
+    connection the network had just cut still arrives. Only progress is ever
+    skipped; every other message is sent again."""
 
     def __init__(self, log: EventLog, stream: str) -> None:
         self.log = log
         self.key = stream + "#sent"
+        self.starts = stream + "#from"
         self._opened = False
 
-    def load(self) -> int:
-        """The highest sequence number of a progress event sent (``-1``: none)."""
+    def seen_before(self, after: int) -> int:
+        """For a connection resuming after ``after``: the highest progress
+        sequence number it must not get again (``-1``: none, it gets everything).
+        Remembers ``after`` as a resumption point."""
         try:
+            starts = self.log.read(self.starts, -1) or []
+            again = any(seq == after + 1 for seq, _ in starts)  # number 0 holds the log's retention
+            if not again:
+                if not starts:
+                    self.log.append(self.starts, 0, {"message": None, "final": False})
+                self.log.append(self.starts, after + 1, {"message": None, "final": False})
+                return -1
             entries = self.log.read(self.key, -1)
         except StoreUnavailable:
             return -1

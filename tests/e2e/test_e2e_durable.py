@@ -694,18 +694,11 @@ PYTHON_CLIENT_REPLAYS = (
 
 
 #: What the server does wrong since branch durable's 29c358e, found by the test below.
-SENT_IS_NOT_RECEIVED = (
-    "flask_mcp/http/streaming.py _followed marks a progress event as sent (SentProgress, '<stream>#sent') once "
-    "the WSGI server took its bytes, and a later resumption skips progress at or below the highest mark whatever "
-    "its Last-Event-ID says: the report written into a connection the network had just cut never reached the "
-    "client, and the resumption from the id the client did get (the TypeScript client, correctly) leaves it out "
-    "for good; on a tool that is not durable too, so the thread runner's behaviour changed"
-)
 
 
 @pytest.mark.parametrize("client", [
     pytest.param("python", marks=pytest.mark.xfail(strict=True, reason=PYTHON_CLIENT_REPLAYS)),
-    pytest.param("typescript", marks=pytest.mark.xfail(strict=True, reason=SENT_IS_NOT_RECEIVED)),
+    "typescript",
 ])
 def test_each_client_resumes_a_cut_resumed_stream_from_its_last_event(deployment: Deployment, client: str) -> None:
     """The balancer severs the call's POST stream at progress 3, then its

@@ -288,3 +288,25 @@ def test_a_resumption_from_a_stale_id_does_not_send_progress_again(client: MCPTe
     assert progress(first) + progress(middle) == [1, 2, 3, 4, 5]
     assert progress(rest) == [5, 6, 7, 8]  # the last one taken had not been confirmed by a next read
     assert rest[-1][1]["result"]["structuredContent"]["steps"] == 8
+
+
+def test_a_resumption_from_the_last_event_received_gets_progress_a_cut_connection_took(
+    client: MCPTestClient,
+) -> None:
+    """A report the server wrote into a connection the network then cut never
+    reached the client: a resumption from the last id the client did get (not
+    one an earlier connection resumed from) gets it, and everything after."""
+    response = post(client, call_body("counted", {"n": 8}))
+    first = events(client, response, lambda s: len(progress(s)) >= 1)
+    response.close()
+    resumed = get(client, str(first[-1][0]))
+    middle = events(client, resumed, lambda s: len(progress(s)) >= 3)  # progress 2, 3, 4 were written
+    resumed.close()
+    got = [(i, m) for i, m in middle if m and m.get("method") == "notifications/progress"]
+    last_received = got[-2][0]  # the report of 4 was lost on the way
+    rest_response = get(client, str(last_received))
+    rest = events(client, rest_response, lambda s: any(m and "result" in m for _, m in s))
+    rest_response.close()
+    assert progress(first) + progress(middle) == [1, 2, 3, 4]
+    assert progress(rest) == [4, 5, 6, 7, 8]
+    assert rest[-1][1]["result"]["structuredContent"]["steps"] == 8
