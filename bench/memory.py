@@ -13,6 +13,16 @@ worker grew by more than ``--limit-mb``.
     python3 bench/memory.py                        # 50 000 requests, RSS after 5 000 vs. after 50 000
     python3 bench/memory.py --requests 20000 --warmup 2000
     python3 bench/memory.py --tracemalloc top.txt  # where the growth is allocated (slower)
+    python3 bench/memory.py --mix hostile          # 100 000 hostile requests from 8 clients
+
+``--mix hostile`` sends, from ``--clients`` (8) threads on fresh connections, what
+a black-box fuzzer sends: the requests of tests/hostile.py's strategies
+(mutated seeds, damaged encodings, odd methods and headers, huge ids, dropped
+connections), drawn once by hypothesis into a pool and sent with fresh ids,
+header values and session ids; bodies nested up to 200 000 levels and bodies of
+up to ``MCP_MAX_CONTENT_LENGTH`` (and past it); and many short legacy sessions,
+initialized, used once and abandoned. Every answer must pass
+``hostile.check_answer`` (no 5xx, JSON-RPC, the id echoed).
 
 ``--tracemalloc FILE`` starts tracemalloc in each worker (a gunicorn config
 hook) and writes the allocation sites that grew most between the warm-up and
@@ -26,6 +36,7 @@ import http.client
 import itertools
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -35,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,11 +91,12 @@ def free_port() -> int:
 class Server:
     """gunicorn of the fixture app, two gthread workers, stopped by its PID."""
 
-    def __init__(self, folder: Path, threads: int, trace_marks: list[int] | None) -> None:
+    def __init__(self, folder: Path, threads: int, trace_marks: list[int] | None,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.folder = folder
         env = {**os.environ, "FLASK_MCP_BACKEND": f"sqlite:///{folder / 'sessions.sqlite3'}",
-               "MEMBENCH_DIR": str(folder)}
+               "MEMBENCH_DIR": str(folder), **(extra_env or {})}
         args = [sys.executable, "-m", "gunicorn", APP, "-b", f"127.0.0.1:{self.port}", "-w", "2",
                 "-k", "gthread", "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning"]
         if trace_marks is not None:
@@ -251,9 +264,173 @@ class Client:
         self.connection.close()
 
 
+# ---------------------------------------------------------------------- the hostile mix
+
+#: Stand-ins for the legacy sessions in the drawn requests; each client puts its
+#: current short-lived sessions in their place when it sends one.
+PLACEHOLDERS = {version: f"SESSION-{version}" for version in ("2025-11-25", "2025-06-18", "2025-03-26")}
+HOSTILE_ENV = {
+    "FLASK_MCP_CLIENT_TIMEOUT": "2",  # a tool that asks a legacy client something waits at most 2 s
+    "FLASK_MCP_SSE_HEARTBEAT": "0.5",  # dropped listen streams notice soon that the client left
+}
+
+
+@dataclass
+class Hostile:
+    """One drawn request: what tests/hostile.py's strategies make of a seed."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    message: Any  # the JSON value, or None when ``body`` is all there is
+    body: bytes
+    drop: str | None
+
+
+def hostile_pool(count: int) -> list[Hostile]:
+    """``count`` requests drawn by hypothesis from the fuzz tests' strategies
+    (tests/hostile.py), as tests/e2e/test_fuzz_gunicorn.py draws them."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hostile import DROPS, http_methods, mutated, seeds, serialized
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    drawn: list[Hostile] = []
+
+    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def draw(data: st.DataObject) -> None:
+        message, headers = data.draw(mutated(seeds(PLACEHOLDERS)))
+        body = data.draw(serialized(message))
+        method = data.draw(http_methods)
+        drop = data.draw(st.sampled_from(DROPS) | st.none())
+        if b"listen" in body and drop in (None, "mid-body"):
+            drop = "mid-stream"  # a listen stream lasts until the client leaves
+        path = data.draw(st.sampled_from(["/mcp", "/mcp", "/mcp", "/mcp/health"]))
+        drawn.append(Hostile(method, path, headers, message, body, drop))
+
+    draw()
+    return drawn
+
+
+class HostileClient:
+    """One client of the hostile mix: each round opens two short legacy sessions
+    (never deleted), sends drawn requests with fresh ids, header values and those
+    sessions in them, one deeply nested body, now and then a body at or past the
+    size limit, and leaves. Every answer must pass ``hostile.check_answer``."""
+
+    def __init__(self, port: int, count: Callable[[], int], number: int, pool: list[Hostile]) -> None:
+        from hostile import Stalled, check_answer, exchange
+
+        self.port, self.count, self.number, self.pool = port, count, number, pool
+        self.exchange, self.check, self.stalled = exchange, check_answer, Stalled
+        self.random = random.Random(number)
+        self.serial = itertools.count()
+        self.statuses: dict[int, int] = {}
+        #: Every how many rounds a client sends a body at or past the size limit (0: never).
+        self.large_every = int(os.environ.get("MEMBENCH_LARGE_EVERY", "25"))
+
+    def send(self, method: str, path: str, headers: dict[str, str], body: bytes, drop: str | None = None) -> Any:
+        try:
+            answer = self.exchange(self.port, method, path, {**JSON_HEADERS, **headers}, body, drop=drop, timeout=10)
+        except self.stalled as exc:
+            if "text/event-stream" not in str(exc):
+                raise
+            answer = None  # a stream the drawn request opened without a way to tell: the client leaves it
+        if answer is not None:
+            self.statuses[answer.status] = self.statuses.get(answer.status, 0) + 1
+            if answer.status == 503 and b"Retry in" in answer.body:  # a worker's streams are all taken
+                json.loads(answer.body)["error"]  # noqa: B018 - still a JSON-RPC error
+            else:
+                self.check(method, body, answer, dropped=drop == "mid-stream", path=path)
+        self.count()
+        return answer
+
+    def session(self, version: str) -> str:
+        params = {"protocolVersion": version, "capabilities": {"elicitation": {}},
+                  "clientInfo": {"name": f"hostile-{self.number}-{next(self.serial)}", "version": "1"}}
+        answer = self.send("POST", "/mcp", {}, json.dumps(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).encode())
+        assert answer is not None and answer.status == 200, answer
+        session: str = answer.headers["mcp-session-id"]
+        self.send("POST", "/mcp", {"Mcp-Session-Id": session, "MCP-Protocol-Version": version},
+                  b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        return session
+
+    def fresh_id(self) -> Any:
+        """A new id, as a fuzzer picks them: huge integers, long or odd strings."""
+        n = next(self.serial)
+        return self.random.choice([
+            2**63 + n, 2**80 + n * 7919, -(2**70) - n, f"{n}-" + "x" * self.random.randint(200, 300),
+            f"id-{self.number}-{n}\ud800", n * 1.5, f"{n:x}" * self.random.randint(1, 40),
+        ])
+
+    def fresh(self, request: Hostile, sessions: dict[str, str]) -> tuple[dict[str, str], bytes]:
+        """The drawn request with this round's sessions, a fresh id and fresh header values."""
+        headers = {name: sessions.get(value, value) for name, value in request.headers.items()}
+        body = request.body
+        for placeholder, session in sessions.items():
+            body = body.replace(placeholder.encode(), session.encode())
+        pick = self.random.random()
+        if isinstance(request.message, dict) and "id" in request.message and pick < 0.5:
+            message = dict(request.message)
+            message["id"] = self.fresh_id()
+            body = json.dumps(message).encode()
+            for placeholder, session in sessions.items():
+                body = body.replace(placeholder.encode(), session.encode())
+        n = next(self.serial)
+        if pick < 0.2:
+            headers["Mcp-Name"] = f"tool-{self.number}-{n}-" + "n" * self.random.randint(0, 200)
+        elif pick < 0.3:
+            headers[f"Mcp-Param-P{n % 997}"] = "v" * self.random.randint(1, 300)
+        elif pick < 0.4:
+            headers["MCP-Protocol-Version"] = f"20{n % 100:02d}-{n % 12 + 1:02d}-{n % 28 + 1:02d}"
+        elif pick < 0.45:
+            headers["Mcp-Session-Id"] = f"{n:032x}"  # an unknown session
+        elif pick < 0.5:
+            headers[f"X-Odd-{n % 4093}"] = "o" * self.random.randint(1, 2000)
+        return headers, body
+
+    def deep(self, n: int) -> bytes:
+        depth = self.random.choice([65, 1_000, 5_000, 50_000, 200_000])
+        opening, closing = self.random.choice([("[", "]"), ('{"a":', "}")])
+        inner = opening * depth + "1" + closing * depth
+        return ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "greet", "arguments": '
+                '{"name": %s}}}' % (2**64 + n, inner)).encode()
+
+    def large(self, n: int, limit: int) -> bytes:
+        size = self.random.choice([limit // 4, limit // 2, limit - 4096, limit + 1])
+        text = "".join(self.random.choice("abcdefghij") for _ in range(64)) * (size // 64)
+        return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                           "params": {"name": "greet", "arguments": {"name": text}}}).encode()
+
+    def round(self, n: int) -> None:
+        modern = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "greet"}
+        versions = self.random.sample(sorted(PLACEHOLDERS), 2)
+        sessions = {PLACEHOLDERS[version]: self.session(version) for version in versions}
+        for version in set(PLACEHOLDERS) - set(versions):
+            sessions[PLACEHOLDERS[version]] = f"gone-{n}"  # a session that never existed
+        for _ in range(12):
+            request = self.random.choice(self.pool)
+            headers, body = self.fresh(request, sessions)
+            self.send(request.method, request.path, headers, body, request.drop)
+        self.send("POST", "/mcp", {"Mcp-Session-Id": next(iter(sessions.values())),
+                                   "MCP-Protocol-Version": versions[0]}, self.deep(n))
+        if self.large_every and n % self.large_every == 0:
+            try:
+                self.send("POST", "/mcp", modern, self.large(n, 4 * 1024 * 1024))
+            except (BrokenPipeError, ConnectionResetError):  # past the limit: a 413 before the body is read
+                self.count()
+
+    def close(self) -> None:
+        pass
+
+
 def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callable[[int], None],
-          keep_sessions: bool = False) -> float:
-    """Send at least ``total`` requests; ``on_mark(n)`` runs (once) when ``n`` requests are done."""
+          keep_sessions: bool = False, pool: list[Hostile] | None = None) -> float:
+    """Send at least ``total`` requests; ``on_mark(n)`` runs (once) when ``n`` requests are done.
+    With a ``pool`` (:func:`hostile_pool`), the clients send the hostile mix."""
     lock = threading.Lock()
     done = 0
     pending = sorted(marks)
@@ -268,7 +445,8 @@ def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callab
             return done
 
     def work(number: int) -> None:
-        client = Client(port, count, number, keep_sessions)
+        client: Client | HostileClient = (
+            Client(port, count, number, keep_sessions) if pool is None else HostileClient(port, count, number, pool))
         try:
             for n in itertools.count():
                 if done >= total or failures:
@@ -315,20 +493,35 @@ def report_growth(folder: Path, first: int, last: int, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=50_000)
+    parser.add_argument("--mix", choices=["ordinary", "hostile"], default="ordinary")
+    parser.add_argument("--requests", type=int, help="default: 50 000 (ordinary), 100 000 (hostile)")
     parser.add_argument("--warmup", type=int, default=5_000)
-    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--clients", type=int, help="default: 4 (ordinary), 8 (hostile)")
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--limit-mb", type=float, default=20.0)
+    parser.add_argument("--limit-mb", type=float, help="default: 20 (ordinary), 30 (hostile)")
+    parser.add_argument("--pool", type=int, default=1_000, help="hostile requests drawn by hypothesis")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for gunicorn (MALLOC_ARENA_MAX=2...)")
     parser.add_argument("--keep-sessions", action="store_true",
                         help="never DELETE sessions (they stay in the store until they expire)")
     parser.add_argument("--report-every", type=int, default=5_000, help="print RSS and threads every N requests")
     parser.add_argument("--tracemalloc", type=Path, metavar="FILE")
     args = parser.parse_args()
+    hostile = args.mix == "hostile"
+    args.requests = args.requests or (100_000 if hostile else 50_000)
+    args.clients = args.clients or (8 if hostile else 4)
+    args.limit_mb = args.limit_mb if args.limit_mb is not None else (30.0 if hostile else 20.0)
+    pool = None
+    if hostile:
+        started = time.monotonic()
+        pool = hostile_pool(args.pool)
+        print(f"{len(pool)} hostile requests drawn in {time.monotonic() - started:.1f} s", flush=True)
+    extra_env = dict(HOSTILE_ENV if hostile else {})
+    extra_env.update(item.split("=", 1) for item in args.env)
 
     folder = Path(tempfile.mkdtemp(prefix="flask-mcp-memory-"))
     per_worker_marks = [args.warmup // 2, args.requests // 2 - 200] if args.tracemalloc else None
-    server = Server(folder, args.threads, per_worker_marks)
+    server = Server(folder, args.threads, per_worker_marks, extra_env)
     readings: dict[int, dict[int, float]] = {}
     try:
         def mark(n: int) -> None:
@@ -339,13 +532,14 @@ def main() -> None:
                 flush=True)
 
         marks = sorted({args.warmup, *range(args.report_every, args.requests, args.report_every)})
-        elapsed = drive(server.port, args.requests, args.clients, marks, mark, args.keep_sessions)
+        elapsed = drive(server.port, args.requests, args.clients, marks, mark, args.keep_sessions, pool)
         time.sleep(0.5)
         readings[args.requests] = server.rss_mb()
     finally:
         server.stop()
-    print(f"{args.requests} mixed requests in {elapsed:.1f} s ({args.requests / elapsed:.0f}/s), "
-          f"2 gthread workers x {args.threads} threads, SQLite backend")
+    print(f"{args.requests} {args.mix} requests from {args.clients} clients in {elapsed:.1f} s "
+          f"({args.requests / elapsed:.0f}/s), 2 gthread workers x {args.threads} threads, SQLite backend"
+          + "".join(f", {item}" for item in args.env))
     grown = {}
     for pid in sorted(readings[args.requests]):
         start, end = readings[args.warmup].get(pid), readings[args.requests][pid]
