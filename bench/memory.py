@@ -14,6 +14,8 @@ worker grew by more than ``--limit-mb``.
     python3 bench/memory.py --requests 20000 --warmup 2000
     python3 bench/memory.py --tracemalloc top.txt  # where the growth is allocated (slower)
     python3 bench/memory.py --mix hostile          # 100 000 hostile requests from 8 clients
+    python3 bench/memory.py --mix hostile --bare   # gunicorn without flask_mcp/gunicorn_conf.py
+    python3 bench/memory.py --mix hostile --env MALLOC_ARENA_MAX=2  # a variable for gunicorn
 
 ``--mix hostile`` sends, from ``--clients`` (8) threads on fresh connections, what
 a black-box fuzzer sends: the requests of tests/hostile.py's strategies
@@ -24,9 +26,11 @@ up to ``MCP_MAX_CONTENT_LENGTH`` (and past it); and many short legacy sessions,
 initialized, used once and abandoned. Every answer must pass
 ``hostile.check_answer`` (no 5xx, JSON-RPC, the id echoed).
 
-``--tracemalloc FILE`` starts tracemalloc in each worker (a gunicorn config
-hook) and writes the allocation sites that grew most between the warm-up and
-the end to FILE. Loopback only; the server is started here and stopped by its PID.
+The server runs with the shipped settings (flask_mcp/gunicorn_conf.py, the
+access log off; ``--bare``: without them). ``--tracemalloc FILE`` starts
+tracemalloc in each worker (a gunicorn config hook) and writes the allocation
+sites that grew most between the warm-up and the end to FILE, with glibc's
+``mallinfo2`` figures (arenas in use and free, blocks mapped on their own). Loopback only; the server is started here and stopped by its PID.
 """
 
 from __future__ import annotations
@@ -61,24 +65,54 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
 }
 
-#: The gunicorn config of ``--tracemalloc``: each worker traces its allocations
-#: and writes a snapshot after its ``MEMBENCH_MARKS`` requests (comma-separated).
-TRACE_CONF = '''
-import os, threading, tracemalloc
+#: The gunicorn config the benchmark runs: the shipped settings
+#: (flask_mcp/gunicorn_conf.py: gc.freeze, the fixed mmap threshold), unless
+#: ``--bare``; with ``--tracemalloc``, each worker traces its allocations and
+#: writes a snapshot after its ``MEMBENCH_MARKS`` requests (comma-separated),
+#: with glibc's ``mallinfo2`` figures beside it.
+BENCH_CONF = '''
+import ctypes, json, os, threading, tracemalloc
+if os.environ.get("MEMBENCH_SHIPPED"):
+    from flask_mcp.gunicorn_conf import *
+    from flask_mcp.gunicorn_conf import post_worker_init as _shipped
+    accesslog = None
+else:
+    _shipped = None
 _count = 0
 _lock = threading.Lock()
-_marks = [int(m) for m in os.environ["MEMBENCH_MARKS"].split(",")]
+_marks = [int(m) for m in os.environ.get("MEMBENCH_MARKS", "").split(",") if m]
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+def _mallinfo():
+    try:
+        function = ctypes.CDLL(None).mallinfo2
+    except AttributeError:  # not glibc 2.33+
+        return {}
+    function.restype = _MallInfo2
+    info = function()
+    return {name: getattr(info, name) for name, _ in _MallInfo2._fields_}
 
 def post_worker_init(worker):
-    tracemalloc.start(int(os.environ.get("MEMBENCH_FRAMES", "8")))
+    if _shipped is not None:
+        _shipped(worker)
+    if _marks:
+        tracemalloc.start(int(os.environ.get("MEMBENCH_FRAMES", "8")))
 
 def post_request(worker, req, environ, resp):
     global _count
+    if not _marks:
+        return
     with _lock:
         _count += 1
         count = _count
     if count in _marks:
-        tracemalloc.take_snapshot().dump(os.path.join(os.environ["MEMBENCH_DIR"], f"{os.getpid()}-{count}.snap"))
+        base = os.path.join(os.environ["MEMBENCH_DIR"], f"{os.getpid()}-{count}")
+        tracemalloc.take_snapshot().dump(base + ".snap")
+        with open(base + ".malloc", "w") as out:
+            json.dump(_mallinfo(), out)
 '''
 
 
@@ -92,18 +126,19 @@ class Server:
     """gunicorn of the fixture app, two gthread workers, stopped by its PID."""
 
     def __init__(self, folder: Path, threads: int, trace_marks: list[int] | None,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, shipped: bool = True) -> None:
         self.port = free_port()
         self.folder = folder
         env = {**os.environ, "FLASK_MCP_BACKEND": f"sqlite:///{folder / 'sessions.sqlite3'}",
                "MEMBENCH_DIR": str(folder), **(extra_env or {})}
         args = [sys.executable, "-m", "gunicorn", APP, "-b", f"127.0.0.1:{self.port}", "-w", "2",
                 "-k", "gthread", "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning"]
+        conf = folder / "bench_conf.py"
+        conf.write_text(BENCH_CONF)
+        args += ["-c", str(conf)]
+        env["MEMBENCH_SHIPPED"] = "1" if shipped else ""
         if trace_marks is not None:
-            conf = folder / "trace_conf.py"
-            conf.write_text(TRACE_CONF)
             env["MEMBENCH_MARKS"] = ",".join(map(str, trace_marks))
-            args += ["-c", str(conf)]
         self.log = (folder / "gunicorn.log").open("wb")
         self.process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -320,6 +355,9 @@ class HostileClient:
     sessions in them, one deeply nested body, now and then a body at or past the
     size limit, and leaves. Every answer must pass ``hostile.check_answer``."""
 
+    #: Every how many rounds a client sends a body at or past the size limit (0: never).
+    large_every = 25
+
     def __init__(self, port: int, count: Callable[[], int], number: int, pool: list[Hostile]) -> None:
         from hostile import Stalled, check_answer, exchange
 
@@ -328,8 +366,6 @@ class HostileClient:
         self.random = random.Random(number)
         self.serial = itertools.count()
         self.statuses: dict[int, int] = {}
-        #: Every how many rounds a client sends a body at or past the size limit (0: never).
-        self.large_every = int(os.environ.get("MEMBENCH_LARGE_EVERY", "25"))
 
     def send(self, method: str, path: str, headers: dict[str, str], body: bytes, drop: str | None = None) -> Any:
         try:
@@ -484,6 +520,13 @@ def report_growth(folder: Path, first: int, last: int, out: Path) -> None:
         lines.append(f"== worker {pid}: requests {first} -> {last}, "
                      f"traced {sum(s.size for s in before.statistics('filename')) / 1e6:.1f} MB -> "
                      f"{sum(s.size for s in after.statistics('filename')) / 1e6:.1f} MB")
+        for count in (first, last):
+            malloc = folder / f"{pid}-{count}.malloc"
+            info = json.loads(malloc.read_text()) if malloc.exists() else {}
+            if info:  # glibc: in its arenas (in use + free), and mapped on their own
+                lines.append(f"   glibc after {count}: arenas {info['arena'] / 1e6:.1f} MB (in use "
+                             f"{info['uordblks'] / 1e6:.1f}, free {info['fordblks'] / 1e6:.1f}), "
+                             f"mapped blocks {info['hblkhd'] / 1e6:.1f} MB")
         for stat in stats[:25]:
             lines.append(f"{stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks")
             lines.extend("      " + line for line in stat.traceback.format()[-16:])
@@ -500,18 +543,23 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--limit-mb", type=float, help="default: 20 (ordinary), 30 (hostile)")
     parser.add_argument("--pool", type=int, default=1_000, help="hostile requests drawn by hypothesis")
+    parser.add_argument("--large-every", type=int, default=25,
+                        help="hostile: every how many rounds a client sends a body of megabytes (0: never)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="an environment variable for gunicorn (MALLOC_ARENA_MAX=2...)")
     parser.add_argument("--keep-sessions", action="store_true",
                         help="never DELETE sessions (they stay in the store until they expire)")
     parser.add_argument("--report-every", type=int, default=5_000, help="print RSS and threads every N requests")
     parser.add_argument("--tracemalloc", type=Path, metavar="FILE")
+    parser.add_argument("--bare", action="store_true",
+                        help="gunicorn without the shipped settings (flask_mcp/gunicorn_conf.py)")
     args = parser.parse_args()
     hostile = args.mix == "hostile"
     args.requests = args.requests or (100_000 if hostile else 50_000)
     args.clients = args.clients or (8 if hostile else 4)
     args.limit_mb = args.limit_mb if args.limit_mb is not None else (30.0 if hostile else 20.0)
     pool = None
+    HostileClient.large_every = args.large_every
     if hostile:
         started = time.monotonic()
         pool = hostile_pool(args.pool)
@@ -521,7 +569,7 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="flask-mcp-memory-"))
     per_worker_marks = [args.warmup // 2, args.requests // 2 - 200] if args.tracemalloc else None
-    server = Server(folder, args.threads, per_worker_marks, extra_env)
+    server = Server(folder, args.threads, per_worker_marks, extra_env, shipped=not args.bare)
     readings: dict[int, dict[int, float]] = {}
     try:
         def mark(n: int) -> None:
@@ -531,6 +579,7 @@ def main() -> None:
                 f"worker {pid} {rss:.1f} MB {threads.get(pid)} threads" for pid, rss in sorted(readings[n].items())),
                 flush=True)
 
+        mark(0)
         marks = sorted({args.warmup, *range(args.report_every, args.requests, args.report_every)})
         elapsed = drive(server.port, args.requests, args.clients, marks, mark, args.keep_sessions, pool)
         time.sleep(0.5)
@@ -538,16 +587,16 @@ def main() -> None:
     finally:
         server.stop()
     print(f"{args.requests} {args.mix} requests from {args.clients} clients in {elapsed:.1f} s "
-          f"({args.requests / elapsed:.0f}/s), 2 gthread workers x {args.threads} threads, SQLite backend"
-          + "".join(f", {item}" for item in args.env))
+          f"({args.requests / elapsed:.0f}/s), 2 gthread workers x {args.threads} threads, SQLite backend, "
+          + ("bare gunicorn" if args.bare else "the shipped gunicorn_conf") + "".join(f", {item}" for item in args.env))
     grown = {}
     for pid in sorted(readings[args.requests]):
         start, end = readings[args.warmup].get(pid), readings[args.requests][pid]
         if start is None:
             continue
         grown[pid] = end - start
-        print(f"worker {pid}: RSS {start:.1f} MB after {args.warmup} requests, {end:.1f} MB after "
-              f"{args.requests} ({end - start:+.1f} MB)")
+        print(f"worker {pid}: RSS {readings[0].get(pid, 0):.1f} MB started, {start:.1f} MB after {args.warmup} "
+              f"requests, {end:.1f} MB after {args.requests} ({end - start:+.1f} MB)")
     if args.tracemalloc and per_worker_marks:
         report_growth(folder, per_worker_marks[0], per_worker_marks[1], args.tracemalloc)
     shutil.rmtree(folder, ignore_errors=True)
