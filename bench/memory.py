@@ -23,7 +23,7 @@ a black-box fuzzer sends: the requests of tests/hostile.py's strategies
 connections), drawn once by hypothesis into a pool and sent with fresh ids,
 header values and session ids; bodies nested up to 200 000 levels and bodies of
 up to ``MCP_MAX_CONTENT_LENGTH`` (and past it); and many short legacy sessions,
-initialized, used once and abandoned. Every answer must pass
+initialized (some with a clientInfo of 20-200 kB), used once and abandoned. Every answer must pass
 ``hostile.check_answer`` (no 5xx, JSON-RPC, the id echoed).
 
 The server runs with the shipped settings (flask_mcp/gunicorn_conf.py, the
@@ -453,6 +453,10 @@ class HostileClient:
             self.send(request.method, request.path, headers, body, request.drop)
         self.send("POST", "/mcp", {"Mcp-Session-Id": next(iter(sessions.values())),
                                    "MCP-Protocol-Version": versions[0]}, self.deep(n))
+        if n % 10 == 0:  # a clientInfo of 20-200 kB: kept up to MCP_MAX_CLIENT_INFO_BYTES, refused past it
+            info = {"name": f"padded-{n}", "version": "1", "x-padding": "p" * self.random.randint(20_000, 200_000)}
+            self.send("POST", "/mcp", {}, json.dumps({"jsonrpc": "2.0", "id": n, "method": "initialize", "params": {
+                "protocolVersion": versions[0], "capabilities": {}, "clientInfo": info}}).encode())
         if self.large_every and n % self.large_every == 0:
             try:
                 self.send("POST", "/mcp", modern, self.large(n, 4 * 1024 * 1024))
