@@ -30,7 +30,8 @@ The server runs with the shipped settings (flask_mcp/gunicorn_conf.py, the
 access log off; ``--bare``: without them). ``--tracemalloc FILE`` starts
 tracemalloc in each worker (a gunicorn config hook) and writes the allocation
 sites that grew most between the warm-up and the end to FILE, with glibc's
-``mallinfo2`` figures (arenas in use and free, blocks mapped on their own). Loopback only; the server is started here and stopped by its PID.
+``mallinfo2`` figures (arenas in use and free, blocks mapped on their own).
+Loopback only; the server is started here and stopped by its PID.
 """
 
 from __future__ import annotations
@@ -432,8 +433,8 @@ class HostileClient:
         depth = self.random.choice([65, 1_000, 5_000, 50_000, 200_000])
         opening, closing = self.random.choice([("[", "]"), ('{"a":', "}")])
         inner = opening * depth + "1" + closing * depth
-        return ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "greet", "arguments": '
-                '{"name": %s}}}' % (2**64 + n, inner)).encode()
+        head = f'{{"jsonrpc": "2.0", "id": {2**64 + n}, "method": "tools/call", "params": {{"name": "greet", '
+        return (head + f'"arguments": {{"name": {inner}}}}}}}').encode()
 
     def large(self, n: int, limit: int) -> bytes:
         size = self.random.choice([limit // 4, limit // 2, limit - 4096, limit + 1])

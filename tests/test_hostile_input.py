@@ -307,7 +307,8 @@ def test_an_initialize_whose_client_info_a_session_cannot_keep_gets_invalid_para
     app: Flask, where: str
 ) -> None:
     padding = {"x-padding": "p" * 70_000}  # one unused session of this kind would keep it until it expires
-    info, capabilities = {"name": "big", "version": "1"}, {}
+    info: dict[str, Any] = {"name": "big", "version": "1"}
+    capabilities: dict[str, Any] = {}
     (info if where == "clientInfo" else capabilities).update(padding)
 
     response = initialize_with(app, info, capabilities)

@@ -28,8 +28,6 @@ import pytest
 from conftest import GunicornServer
 from hostile import (
     DROPS,
-    META,
-    MODERN,
     HealthWatch,
     Tally,
     check_answer,
