@@ -37,10 +37,12 @@ Loopback only; the server is started here and stopped by its PID.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import itertools
 import json
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -325,8 +327,27 @@ class Hostile:
 
 def hostile_pool(count: int) -> list[Hostile]:
     """``count`` requests drawn by hypothesis from the fuzz tests' strategies
-    (tests/hostile.py), as tests/e2e/test_fuzz_gunicorn.py draws them."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    (tests/hostile.py), as tests/e2e/test_fuzz_gunicorn.py draws them. Drawing
+    takes 10-130 s for 1 000 (hypothesis, on a loaded machine): the pool is
+    kept in the temporary folder, under the strategies' own hash."""
+    strategies = hashlib.sha256((ROOT / "tests" / "hostile.py").read_bytes()).hexdigest()[:16]
+    cached = Path(tempfile.gettempdir()) / f"flask-mcp-hostile-pool-{count}-{strategies}.pickle"
+    if cached.exists():  # written by this function (pickle: JSON would join the drawn lone surrogates)
+        return [Hostile(*fields) for fields in pickle.loads(cached.read_bytes())]
+    drawn = _draw_pool(count)
+    # Plain tuples: the class's module is __main__ or another name, depending on who loaded this file.
+    cached.write_bytes(pickle.dumps([tuple(vars(item).values()) for item in drawn]))
+    return drawn
+
+
+def _tests_importable() -> None:
+    """tests/hostile.py (and the json_paths it imports) as top-level modules, as the tests import them."""
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _draw_pool(count: int) -> list[Hostile]:
+    _tests_importable()
     from hostile import DROPS, http_methods, mutated, seeds, serialized
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
@@ -360,6 +381,7 @@ class HostileClient:
     large_every = 25
 
     def __init__(self, port: int, count: Callable[[], int], number: int, pool: list[Hostile]) -> None:
+        _tests_importable()
         from hostile import Stalled, check_answer, exchange
 
         self.port, self.count, self.number, self.pool = port, count, number, pool
@@ -437,7 +459,7 @@ class HostileClient:
         return (head + f'"arguments": {{"name": {inner}}}}}}}').encode()
 
     def large(self, n: int, limit: int) -> bytes:
-        size = self.random.choice([limit // 4, limit // 2, limit - 4096, limit + 1])
+        size = self.random.choice([200_000, 1_000_000, limit // 4, limit // 2, limit - 4096, limit + 1])
         text = "".join(self.random.choice("abcdefghij") for _ in range(64)) * (size // 64)
         return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
                            "params": {"name": "greet", "arguments": {"name": text}}}).encode()

@@ -34,14 +34,16 @@ Garbage collection: ``post_worker_init`` freezes what the worker has loaded
 walk it every few thousand requests (bench/README.md: about 16 000
 instructions less per request).
 
-Memory: ``post_worker_init`` also fixes glibc's mmap threshold at 128 KiB. By
-default glibc raises it to the size of every large block freed (up to 32 MiB),
-so after a few bodies of megabytes such buffers come from the threads' malloc
-arenas, which fragment and keep them: under a fuzzer's traffic a worker grew
-from 52 MB to 175 MB in 30 000 requests; with the threshold fixed it stayed
-at 52-54 MB after 100 000 (bench/README.md, "Memory under hostile traffic").
-A ``MALLOC_MMAP_THRESHOLD_`` in the environment wins; other C libraries are
-left alone.
+Memory: ``post_worker_init`` also fixes glibc's mmap threshold at 1 MiB.
+glibc starts it at 128 KiB but raises it to the size of every large block
+freed (up to 32 MiB), so after a few bodies of megabytes such buffers come from
+the threads' malloc arenas, which fragment and keep them: under a fuzzer's
+traffic each worker grew to 187-189 MB in 100 000 requests; with the threshold
+fixed it stays within a few MB of its warm 52-54 MB (bench/README.md, "Memory
+under hostile traffic"). Blocks of 1 MiB and more are then mapped and unmapped
+each time (a request of megabytes costs up to 1.7 times the CPU); smaller ones
+stay as cheap as before. A ``MALLOC_MMAP_THRESHOLD_`` in the environment wins;
+other C libraries are left alone.
 """
 
 from __future__ import annotations
@@ -63,8 +65,9 @@ accesslog = "-"
 
 
 #: Blocks of at least this many bytes are mapped on their own and given back
-#: to the system when freed (glibc's initial threshold, no longer raised).
-MMAP_THRESHOLD = 128 * 1024
+#: to the system when freed. glibc's initial 128 KiB kept the hostile mix as
+#: flat, but doubled the CPU of requests of 100 kB to 1 MB (bench/README.md).
+MMAP_THRESHOLD = 1024 * 1024
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 
 
