@@ -1,8 +1,9 @@
 """A hostile HTTP client for the fuzz tests against a real server
 (tests/e2e/test_fuzz_gunicorn.py): raw sockets, so any method, any bytes and any
 way of walking away can be sent; hypothesis strategies that produce lone
-surrogates, other encodings, odd methods and dropped connections; and the
-properties every answer of the endpoint must have.
+surrogates, other encodings, odd methods and dropped connections; the valid
+requests they start from (``seeds``); and the properties every answer of the
+endpoint must have. bench/memory.py's hostile mix draws from the same strategies.
 
 Not a test module: helpers, like auth_servers.py.
 """
