@@ -356,7 +356,7 @@ class Server:
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
         limit = self.methods.options.max_client_info_bytes
-        if incoming.body_size > limit:  # only a body past the limit can hold that much
+        if incoming.body_size is None or incoming.body_size > limit:  # only a body past it can hold that much
             size = len(jsonrpc.encode([client_info, capabilities]))
             if size > limit:
                 return self._error_reply(message.id, InvalidParams(
