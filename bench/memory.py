@@ -13,19 +13,37 @@ worker grew by more than ``--limit-mb``.
     python3 bench/memory.py                        # 50 000 requests, RSS after 5 000 vs. after 50 000
     python3 bench/memory.py --requests 20000 --warmup 2000
     python3 bench/memory.py --tracemalloc top.txt  # where the growth is allocated (slower)
+    python3 bench/memory.py --mix hostile          # 100 000 hostile requests from 8 clients
+    python3 bench/memory.py --mix hostile --bare   # gunicorn without flask_mcp/gunicorn_conf.py
+    python3 bench/memory.py --mix hostile --env MALLOC_ARENA_MAX=2  # a variable for gunicorn
 
-``--tracemalloc FILE`` starts tracemalloc in each worker (a gunicorn config
-hook) and writes the allocation sites that grew most between the warm-up and
-the end to FILE. Loopback only; the server is started here and stopped by its PID.
+``--mix hostile`` sends, from ``--clients`` (8) threads on fresh connections, what
+a black-box fuzzer sends: the requests of tests/hostile.py's strategies
+(mutated seeds, damaged encodings, odd methods and headers, huge ids, dropped
+connections), drawn once by hypothesis into a pool and sent with fresh ids,
+header values and session ids; bodies nested up to 200 000 levels and bodies of
+up to ``MCP_MAX_CONTENT_LENGTH`` (and past it); and many short legacy sessions,
+initialized (some with a clientInfo of 20-200 kB), used once and abandoned. Every answer must pass
+``hostile.check_answer`` (no 5xx, JSON-RPC, the id echoed).
+
+The server runs with the shipped settings (flask_mcp/gunicorn_conf.py, the
+access log off; ``--bare``: without them). ``--tracemalloc FILE`` starts
+tracemalloc in each worker (a gunicorn config hook) and writes the allocation
+sites that grew most between the warm-up and the end to FILE, with glibc's
+``mallinfo2`` figures (arenas in use and free, blocks mapped on their own).
+Loopback only; the server is started here and stopped by its PID.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import itertools
 import json
 import os
+import pickle
+import random
 import shutil
 import signal
 import socket
@@ -35,6 +53,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,24 +68,54 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
 }
 
-#: The gunicorn config of ``--tracemalloc``: each worker traces its allocations
-#: and writes a snapshot after its ``MEMBENCH_MARKS`` requests (comma-separated).
-TRACE_CONF = '''
-import os, threading, tracemalloc
+#: The gunicorn config the benchmark runs: the shipped settings
+#: (flask_mcp/gunicorn_conf.py: gc.freeze, the fixed mmap threshold), unless
+#: ``--bare``; with ``--tracemalloc``, each worker traces its allocations and
+#: writes a snapshot after its ``MEMBENCH_MARKS`` requests (comma-separated),
+#: with glibc's ``mallinfo2`` figures beside it.
+BENCH_CONF = '''
+import ctypes, json, os, threading, tracemalloc
+if os.environ.get("MEMBENCH_SHIPPED"):
+    from flask_mcp.gunicorn_conf import *
+    from flask_mcp.gunicorn_conf import post_worker_init as _shipped
+    accesslog = None
+else:
+    _shipped = None
 _count = 0
 _lock = threading.Lock()
-_marks = [int(m) for m in os.environ["MEMBENCH_MARKS"].split(",")]
+_marks = [int(m) for m in os.environ.get("MEMBENCH_MARKS", "").split(",") if m]
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+def _mallinfo():
+    try:
+        function = ctypes.CDLL(None).mallinfo2
+    except AttributeError:  # not glibc 2.33+
+        return {}
+    function.restype = _MallInfo2
+    info = function()
+    return {name: getattr(info, name) for name, _ in _MallInfo2._fields_}
 
 def post_worker_init(worker):
-    tracemalloc.start(int(os.environ.get("MEMBENCH_FRAMES", "8")))
+    if _shipped is not None:
+        _shipped(worker)
+    if _marks:
+        tracemalloc.start(int(os.environ.get("MEMBENCH_FRAMES", "8")))
 
 def post_request(worker, req, environ, resp):
     global _count
+    if not _marks:
+        return
     with _lock:
         _count += 1
         count = _count
     if count in _marks:
-        tracemalloc.take_snapshot().dump(os.path.join(os.environ["MEMBENCH_DIR"], f"{os.getpid()}-{count}.snap"))
+        base = os.path.join(os.environ["MEMBENCH_DIR"], f"{os.getpid()}-{count}")
+        tracemalloc.take_snapshot().dump(base + ".snap")
+        with open(base + ".malloc", "w") as out:
+            json.dump(_mallinfo(), out)
 '''
 
 
@@ -79,18 +128,20 @@ def free_port() -> int:
 class Server:
     """gunicorn of the fixture app, two gthread workers, stopped by its PID."""
 
-    def __init__(self, folder: Path, threads: int, trace_marks: list[int] | None) -> None:
+    def __init__(self, folder: Path, threads: int, trace_marks: list[int] | None,
+                 extra_env: dict[str, str] | None = None, shipped: bool = True) -> None:
         self.port = free_port()
         self.folder = folder
         env = {**os.environ, "FLASK_MCP_BACKEND": f"sqlite:///{folder / 'sessions.sqlite3'}",
-               "MEMBENCH_DIR": str(folder)}
+               "MEMBENCH_DIR": str(folder), **(extra_env or {})}
         args = [sys.executable, "-m", "gunicorn", APP, "-b", f"127.0.0.1:{self.port}", "-w", "2",
                 "-k", "gthread", "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning"]
+        conf = folder / "bench_conf.py"
+        conf.write_text(BENCH_CONF)
+        args += ["-c", str(conf)]
+        env["MEMBENCH_SHIPPED"] = "1" if shipped else ""
         if trace_marks is not None:
-            conf = folder / "trace_conf.py"
-            conf.write_text(TRACE_CONF)
             env["MEMBENCH_MARKS"] = ",".join(map(str, trace_marks))
-            args += ["-c", str(conf)]
         self.log = (folder / "gunicorn.log").open("wb")
         self.process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -251,9 +302,198 @@ class Client:
         self.connection.close()
 
 
+# ---------------------------------------------------------------------- the hostile mix
+
+#: Stand-ins for the legacy sessions in the drawn requests; each client puts its
+#: current short-lived sessions in their place when it sends one.
+PLACEHOLDERS = {version: f"SESSION-{version}" for version in ("2025-11-25", "2025-06-18", "2025-03-26")}
+HOSTILE_ENV = {
+    "FLASK_MCP_CLIENT_TIMEOUT": "2",  # a tool that asks a legacy client something waits at most 2 s
+    "FLASK_MCP_SSE_HEARTBEAT": "0.5",  # dropped listen streams notice soon that the client left
+}
+
+
+@dataclass
+class Hostile:
+    """One drawn request: what tests/hostile.py's strategies make of a seed."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    message: Any  # the JSON value, or None when ``body`` is all there is
+    body: bytes
+    drop: str | None
+
+
+def hostile_pool(count: int) -> list[Hostile]:
+    """``count`` requests drawn by hypothesis from the fuzz tests' strategies
+    (tests/hostile.py), as tests/e2e/test_fuzz_gunicorn.py draws them. Drawing
+    takes 10-130 s for 1 000 (hypothesis, on a loaded machine): the pool is
+    kept in the temporary folder, under the strategies' own hash."""
+    strategies = hashlib.sha256((ROOT / "tests" / "hostile.py").read_bytes()).hexdigest()[:16]
+    cached = Path(tempfile.gettempdir()) / f"flask-mcp-hostile-pool-{count}-{strategies}.pickle"
+    if cached.exists():  # written by this function (pickle: JSON would join the drawn lone surrogates)
+        return [Hostile(*fields) for fields in pickle.loads(cached.read_bytes())]
+    drawn = _draw_pool(count)
+    # Plain tuples: the class's module is __main__ or another name, depending on who loaded this file.
+    cached.write_bytes(pickle.dumps([tuple(vars(item).values()) for item in drawn]))
+    return drawn
+
+
+def _tests_importable() -> None:
+    """tests/hostile.py (and the json_paths it imports) as top-level modules, as the tests import them."""
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _draw_pool(count: int) -> list[Hostile]:
+    _tests_importable()
+    from hostile import DROPS, http_methods, mutated, seeds, serialized
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    drawn: list[Hostile] = []
+
+    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def draw(data: st.DataObject) -> None:
+        message, headers = data.draw(mutated(seeds(PLACEHOLDERS)))
+        body = data.draw(serialized(message))
+        method = data.draw(http_methods)
+        drop = data.draw(st.sampled_from(DROPS) | st.none())
+        if b"listen" in body and drop in (None, "mid-body"):
+            drop = "mid-stream"  # a listen stream lasts until the client leaves
+        path = data.draw(st.sampled_from(["/mcp", "/mcp", "/mcp", "/mcp/health"]))
+        drawn.append(Hostile(method, path, headers, message, body, drop))
+
+    draw()
+    return drawn
+
+
+class HostileClient:
+    """One client of the hostile mix: each round opens two short legacy sessions
+    (never deleted), sends drawn requests with fresh ids, header values and those
+    sessions in them, one deeply nested body, now and then a body at or past the
+    size limit, and leaves. Every answer must pass ``hostile.check_answer``."""
+
+    #: Every how many rounds a client sends a body at or past the size limit (0: never).
+    large_every = 25
+
+    def __init__(self, port: int, count: Callable[[], int], number: int, pool: list[Hostile]) -> None:
+        _tests_importable()
+        from hostile import Stalled, check_answer, exchange
+
+        self.port, self.count, self.number, self.pool = port, count, number, pool
+        self.exchange, self.check, self.stalled = exchange, check_answer, Stalled
+        self.random = random.Random(number)
+        self.serial = itertools.count()
+        self.statuses: dict[int, int] = {}
+
+    def send(self, method: str, path: str, headers: dict[str, str], body: bytes, drop: str | None = None) -> Any:
+        try:
+            answer = self.exchange(self.port, method, path, {**JSON_HEADERS, **headers}, body, drop=drop, timeout=10)
+        except self.stalled as exc:
+            if "text/event-stream" not in str(exc):
+                raise
+            answer = None  # a stream the drawn request opened without a way to tell: the client leaves it
+        if answer is not None:
+            self.statuses[answer.status] = self.statuses.get(answer.status, 0) + 1
+            if answer.status == 503 and b"Retry in" in answer.body:  # a worker's streams are all taken
+                json.loads(answer.body)["error"]  # noqa: B018 - still a JSON-RPC error
+            else:
+                self.check(method, body, answer, dropped=drop == "mid-stream", path=path)
+        self.count()
+        return answer
+
+    def session(self, version: str) -> str:
+        params = {"protocolVersion": version, "capabilities": {"elicitation": {}},
+                  "clientInfo": {"name": f"hostile-{self.number}-{next(self.serial)}", "version": "1"}}
+        answer = self.send("POST", "/mcp", {}, json.dumps(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).encode())
+        assert answer is not None and answer.status == 200, answer
+        session: str = answer.headers["mcp-session-id"]
+        self.send("POST", "/mcp", {"Mcp-Session-Id": session, "MCP-Protocol-Version": version},
+                  b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        return session
+
+    def fresh_id(self) -> Any:
+        """A new id, as a fuzzer picks them: huge integers, long or odd strings."""
+        n = next(self.serial)
+        return self.random.choice([
+            2**63 + n, 2**80 + n * 7919, -(2**70) - n, f"{n}-" + "x" * self.random.randint(200, 300),
+            f"id-{self.number}-{n}\ud800", n * 1.5, f"{n:x}" * self.random.randint(1, 40),
+        ])
+
+    def fresh(self, request: Hostile, sessions: dict[str, str]) -> tuple[dict[str, str], bytes]:
+        """The drawn request with this round's sessions, a fresh id and fresh header values."""
+        headers = {name: sessions.get(value, value) for name, value in request.headers.items()}
+        body = request.body
+        for placeholder, session in sessions.items():
+            body = body.replace(placeholder.encode(), session.encode())
+        pick = self.random.random()
+        if isinstance(request.message, dict) and "id" in request.message and pick < 0.5:
+            message = dict(request.message)
+            message["id"] = self.fresh_id()
+            body = json.dumps(message).encode()
+            for placeholder, session in sessions.items():
+                body = body.replace(placeholder.encode(), session.encode())
+        n = next(self.serial)
+        if pick < 0.2:
+            headers["Mcp-Name"] = f"tool-{self.number}-{n}-" + "n" * self.random.randint(0, 200)
+        elif pick < 0.3:
+            headers[f"Mcp-Param-P{n % 997}"] = "v" * self.random.randint(1, 300)
+        elif pick < 0.4:
+            headers["MCP-Protocol-Version"] = f"20{n % 100:02d}-{n % 12 + 1:02d}-{n % 28 + 1:02d}"
+        elif pick < 0.45:
+            headers["Mcp-Session-Id"] = f"{n:032x}"  # an unknown session
+        elif pick < 0.5:
+            headers[f"X-Odd-{n % 4093}"] = "o" * self.random.randint(1, 2000)
+        return headers, body
+
+    def deep(self, n: int) -> bytes:
+        depth = self.random.choice([65, 1_000, 5_000, 50_000, 200_000])
+        opening, closing = self.random.choice([("[", "]"), ('{"a":', "}")])
+        inner = opening * depth + "1" + closing * depth
+        head = f'{{"jsonrpc": "2.0", "id": {2**64 + n}, "method": "tools/call", "params": {{"name": "greet", '
+        return (head + f'"arguments": {{"name": {inner}}}}}}}').encode()
+
+    def large(self, n: int, limit: int) -> bytes:
+        size = self.random.choice([200_000, 1_000_000, limit // 4, limit // 2, limit - 4096, limit + 1])
+        text = "".join(self.random.choice("abcdefghij") for _ in range(64)) * (size // 64)
+        return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                           "params": {"name": "greet", "arguments": {"name": text}}}).encode()
+
+    def round(self, n: int) -> None:
+        modern = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "greet"}
+        versions = self.random.sample(sorted(PLACEHOLDERS), 2)
+        sessions = {PLACEHOLDERS[version]: self.session(version) for version in versions}
+        for version in set(PLACEHOLDERS) - set(versions):
+            sessions[PLACEHOLDERS[version]] = f"gone-{n}"  # a session that never existed
+        for _ in range(12):
+            request = self.random.choice(self.pool)
+            headers, body = self.fresh(request, sessions)
+            self.send(request.method, request.path, headers, body, request.drop)
+        self.send("POST", "/mcp", {"Mcp-Session-Id": next(iter(sessions.values())),
+                                   "MCP-Protocol-Version": versions[0]}, self.deep(n))
+        if n % 10 == 0:  # a clientInfo of 20-200 kB: kept up to MCP_MAX_CLIENT_INFO_BYTES, refused past it
+            info = {"name": f"padded-{n}", "version": "1", "x-padding": "p" * self.random.randint(20_000, 200_000)}
+            self.send("POST", "/mcp", {}, json.dumps({"jsonrpc": "2.0", "id": n, "method": "initialize", "params": {
+                "protocolVersion": versions[0], "capabilities": {}, "clientInfo": info}}).encode())
+        if self.large_every and n % self.large_every == 0:
+            try:
+                self.send("POST", "/mcp", modern, self.large(n, 4 * 1024 * 1024))
+            except (BrokenPipeError, ConnectionResetError):  # past the limit: a 413 before the body is read
+                self.count()
+
+    def close(self) -> None:
+        pass
+
+
 def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callable[[int], None],
-          keep_sessions: bool = False) -> float:
-    """Send at least ``total`` requests; ``on_mark(n)`` runs (once) when ``n`` requests are done."""
+          keep_sessions: bool = False, pool: list[Hostile] | None = None) -> float:
+    """Send at least ``total`` requests; ``on_mark(n)`` runs (once) when ``n`` requests are done.
+    With a ``pool`` (:func:`hostile_pool`), the clients send the hostile mix."""
     lock = threading.Lock()
     done = 0
     pending = sorted(marks)
@@ -268,7 +508,8 @@ def drive(port: int, total: int, clients: int, marks: list[int], on_mark: Callab
             return done
 
     def work(number: int) -> None:
-        client = Client(port, count, number, keep_sessions)
+        client: Client | HostileClient = (
+            Client(port, count, number, keep_sessions) if pool is None else HostileClient(port, count, number, pool))
         try:
             for n in itertools.count():
                 if done >= total or failures:
@@ -306,6 +547,13 @@ def report_growth(folder: Path, first: int, last: int, out: Path) -> None:
         lines.append(f"== worker {pid}: requests {first} -> {last}, "
                      f"traced {sum(s.size for s in before.statistics('filename')) / 1e6:.1f} MB -> "
                      f"{sum(s.size for s in after.statistics('filename')) / 1e6:.1f} MB")
+        for count in (first, last):
+            malloc = folder / f"{pid}-{count}.malloc"
+            info = json.loads(malloc.read_text()) if malloc.exists() else {}
+            if info:  # glibc: in its arenas (in use + free), and mapped on their own
+                lines.append(f"   glibc after {count}: arenas {info['arena'] / 1e6:.1f} MB (in use "
+                             f"{info['uordblks'] / 1e6:.1f}, free {info['fordblks'] / 1e6:.1f}), "
+                             f"mapped blocks {info['hblkhd'] / 1e6:.1f} MB")
         for stat in stats[:25]:
             lines.append(f"{stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks")
             lines.extend("      " + line for line in stat.traceback.format()[-16:])
@@ -315,20 +563,40 @@ def report_growth(folder: Path, first: int, last: int, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=50_000)
+    parser.add_argument("--mix", choices=["ordinary", "hostile"], default="ordinary")
+    parser.add_argument("--requests", type=int, help="default: 50 000 (ordinary), 100 000 (hostile)")
     parser.add_argument("--warmup", type=int, default=5_000)
-    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--clients", type=int, help="default: 4 (ordinary), 8 (hostile)")
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--limit-mb", type=float, default=20.0)
+    parser.add_argument("--limit-mb", type=float, help="default: 20 (ordinary), 30 (hostile)")
+    parser.add_argument("--pool", type=int, default=1_000, help="hostile requests drawn by hypothesis")
+    parser.add_argument("--large-every", type=int, default=25,
+                        help="hostile: every how many rounds a client sends a body of megabytes (0: never)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for gunicorn (MALLOC_ARENA_MAX=2...)")
     parser.add_argument("--keep-sessions", action="store_true",
                         help="never DELETE sessions (they stay in the store until they expire)")
     parser.add_argument("--report-every", type=int, default=5_000, help="print RSS and threads every N requests")
     parser.add_argument("--tracemalloc", type=Path, metavar="FILE")
+    parser.add_argument("--bare", action="store_true",
+                        help="gunicorn without the shipped settings (flask_mcp/gunicorn_conf.py)")
     args = parser.parse_args()
+    hostile = args.mix == "hostile"
+    args.requests = args.requests or (100_000 if hostile else 50_000)
+    args.clients = args.clients or (8 if hostile else 4)
+    args.limit_mb = args.limit_mb if args.limit_mb is not None else (30.0 if hostile else 20.0)
+    pool = None
+    HostileClient.large_every = args.large_every
+    if hostile:
+        started = time.monotonic()
+        pool = hostile_pool(args.pool)
+        print(f"{len(pool)} hostile requests drawn in {time.monotonic() - started:.1f} s", flush=True)
+    extra_env = dict(HOSTILE_ENV if hostile else {})
+    extra_env.update(item.split("=", 1) for item in args.env)
 
     folder = Path(tempfile.mkdtemp(prefix="flask-mcp-memory-"))
     per_worker_marks = [args.warmup // 2, args.requests // 2 - 200] if args.tracemalloc else None
-    server = Server(folder, args.threads, per_worker_marks)
+    server = Server(folder, args.threads, per_worker_marks, extra_env, shipped=not args.bare)
     readings: dict[int, dict[int, float]] = {}
     try:
         def mark(n: int) -> None:
@@ -338,22 +606,24 @@ def main() -> None:
                 f"worker {pid} {rss:.1f} MB {threads.get(pid)} threads" for pid, rss in sorted(readings[n].items())),
                 flush=True)
 
+        mark(0)
         marks = sorted({args.warmup, *range(args.report_every, args.requests, args.report_every)})
-        elapsed = drive(server.port, args.requests, args.clients, marks, mark, args.keep_sessions)
+        elapsed = drive(server.port, args.requests, args.clients, marks, mark, args.keep_sessions, pool)
         time.sleep(0.5)
         readings[args.requests] = server.rss_mb()
     finally:
         server.stop()
-    print(f"{args.requests} mixed requests in {elapsed:.1f} s ({args.requests / elapsed:.0f}/s), "
-          f"2 gthread workers x {args.threads} threads, SQLite backend")
+    print(f"{args.requests} {args.mix} requests from {args.clients} clients in {elapsed:.1f} s "
+          f"({args.requests / elapsed:.0f}/s), 2 gthread workers x {args.threads} threads, SQLite backend, "
+          + ("bare gunicorn" if args.bare else "the shipped gunicorn_conf") + "".join(f", {item}" for item in args.env))
     grown = {}
     for pid in sorted(readings[args.requests]):
         start, end = readings[args.warmup].get(pid), readings[args.requests][pid]
         if start is None:
             continue
         grown[pid] = end - start
-        print(f"worker {pid}: RSS {start:.1f} MB after {args.warmup} requests, {end:.1f} MB after "
-              f"{args.requests} ({end - start:+.1f} MB)")
+        print(f"worker {pid}: RSS {readings[0].get(pid, 0):.1f} MB started, {start:.1f} MB after {args.warmup} "
+              f"requests, {end:.1f} MB after {args.requests} ({end - start:+.1f} MB)")
     if args.tracemalloc and per_worker_marks:
         report_growth(folder, per_worker_marks[0], per_worker_marks[1], args.tracemalloc)
     shutil.rmtree(folder, ignore_errors=True)

@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_RATE_LIMIT_STORAGE": None,  # a limits storage URI (default: the app's Limiter, Redis, memory)
     "MCP_CORS_ORIGINS": (),  # browser origins given the CORS preset ("*": any)
     "MCP_MAX_JSON_DEPTH": 64,  # deeper request bodies get 400
+    "MCP_MAX_CLIENT_INFO_BYTES": 64 * 1024,  # an initialize's clientInfo + capabilities a session keeps (JSON)
     # Tasks (the io.modelcontextprotocol/tasks extension): how long a task is kept
     # after its creation (seconds; None: until the backend drops it) and the poll
     # interval suggested to clients (milliseconds).
@@ -153,6 +154,7 @@ class Settings:
     rate_limit_storage: str | None
     cors_origins: tuple[str, ...]
     max_json_depth: int
+    max_client_info_bytes: int = 64 * 1024
     task_ttl: float | None = 3600.0
     task_poll_interval_ms: int = 1000
     task_max_running: int | None = 64
@@ -265,6 +267,8 @@ def _security_settings(value: Callable[[str], Any]) -> dict[str, Any]:
         "rate_limit_storage": _optional_string(value("MCP_RATE_LIMIT_STORAGE"), "MCP_RATE_LIMIT_STORAGE"),
         "cors_origins": tuple(o.rstrip("/") for o in _strings(value("MCP_CORS_ORIGINS"), "MCP_CORS_ORIGINS")),
         "max_json_depth": int(_number(value("MCP_MAX_JSON_DEPTH"), "MCP_MAX_JSON_DEPTH", minimum=2)),
+        "max_client_info_bytes": int(_number(value("MCP_MAX_CLIENT_INFO_BYTES"), "MCP_MAX_CLIENT_INFO_BYTES",
+                                             minimum=1024)),
     }
 
 

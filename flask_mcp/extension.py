@@ -143,6 +143,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
                 ttl_ms=settings.cache_ttl_ms,
                 cache_scope=settings.cache_scope,
                 max_json_depth=settings.max_json_depth,
+                max_client_info_bytes=settings.max_client_info_bytes,
                 skills_directory_read=settings.skills_directory_read,
             ),
             instructions=functools.partial(self._instructions_for, fallback=static_instructions),  # no lambda frame

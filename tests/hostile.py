@@ -1,8 +1,9 @@
 """A hostile HTTP client for the fuzz tests against a real server
 (tests/e2e/test_fuzz_gunicorn.py): raw sockets, so any method, any bytes and any
 way of walking away can be sent; hypothesis strategies that produce lone
-surrogates, other encodings, odd methods and dropped connections; and the
-properties every answer of the endpoint must have.
+surrogates, other encodings, odd methods and dropped connections; the valid
+requests they start from (``seeds``); and the properties every answer of the
+endpoint must have. bench/memory.py's hostile mix draws from the same strategies.
 
 Not a test module: helpers, like auth_servers.py.
 """
@@ -329,6 +330,68 @@ header_values = st.one_of(
                      "text/event-stream", "application/json; charset=utf-16", "text/plain", "*/*", ""]),
     st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=20),
 )
+
+
+# ---------------------------------------------------------------------- seeds
+
+MODERN = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "fuzzer", "version": "1"},
+}
+
+
+def seeds(sessions: dict[str, str]) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Valid requests of every revision, with the headers a client sends (the slow tools left out)."""
+
+    def modern(method: str, params: dict[str, Any], name: str | None = None, meta: dict[str, Any] = META,
+               **headers: str) -> tuple[dict[str, Any], dict[str, str]]:
+        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+        extra = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, **headers}
+        if name is not None:
+            extra["Mcp-Name"] = name
+        return message, extra
+
+    def legacy(version: str, message: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        return {"jsonrpc": "2.0", **message}, {"Mcp-Session-Id": sessions[version], "MCP-Protocol-Version": version}
+
+    call = "tools/call"
+    initialize_params = {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "f", "version": "1"}}
+    return [
+        modern("server/discover", {}),
+        modern("tools/list", {}),
+        modern(call, {"name": "greet", "arguments": {"name": "fuzz"}}, "greet"),
+        modern(call, {"name": "test_tool_with_progress", "arguments": {}}, "test_tool_with_progress",
+               {**META, "progressToken": "p1"}),
+        modern(call, {"name": "test_tool_with_logging", "arguments": {}}, "test_tool_with_logging",
+               {**META, "io.modelcontextprotocol/logLevel": "debug"}),
+        modern(call, {"name": "test_error_handling", "arguments": {}}, "test_error_handling"),
+        modern(call, {"name": "test_x_mcp_header", "arguments": {"region": "eu"}}, "test_x_mcp_header",
+               META, **{"Mcp-Param-Region": "eu"}),
+        modern(call, {"name": "test_elicitation", "arguments": {"message": "hi"}}, "test_elicitation",
+               {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}),
+        modern("resources/list", {}),
+        modern("resources/read", {"uri": "test://static-text"}, "test://static-text"),
+        modern("resources/read", {"uri": "test://template/7/data"}, "test://template/7/data"),
+        modern("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}},
+               "test_prompt_with_arguments"),
+        modern("completion/complete", {"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                                       "argument": {"name": "arg1", "value": "pa"}}),
+        modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}}),
+        ({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params}, {}),
+        legacy("2025-11-25", {"id": 2, "method": call, "params": {"name": "greet", "arguments": {"name": "x"}}}),
+        legacy("2025-11-25", {"id": 3, "method": call, "params": {
+            "name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": 5}}}),
+        legacy("2025-11-25", {"id": 4, "method": "resources/subscribe", "params": {"uri": "test://watched-resource"}}),
+        legacy("2025-11-25", {"id": 5, "method": "logging/setLevel", "params": {"level": "debug"}}),
+        legacy("2025-11-25", {"method": "notifications/cancelled", "params": {"requestId": 2}}),
+        legacy("2025-11-25", {"id": 9, "result": {}}),
+        legacy("2025-06-18", {"id": 6, "method": "ping"}),
+        legacy("2025-06-18", {"id": 7, "method": "prompts/list"}),
+        legacy("2025-03-26", {"id": 8, "method": call, "params": {"name": "greet", "arguments": {"name": "y"}}}),
+    ]
 
 
 @dataclass

@@ -291,3 +291,45 @@ def test_a_failure_inside_an_event_stream_ends_it_with_a_json_rpc_error_event(ap
     assert events[-1]["error"]["code"] == -32603
     assert "see the server log" in events[-1]["error"]["message"]
     validate_message("2025-11-25", None, events[-1])
+
+
+# ---------------------------------------------------------------------- what a session keeps
+
+
+def initialize_with(app: Flask, client_info: dict[str, Any], capabilities: dict[str, Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": "init-1", "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": client_info}}
+    return app.test_client().post("/mcp", json=body, headers=JSON_HEADERS)
+
+
+@pytest.mark.parametrize("where", ["clientInfo", "capabilities"])
+def test_an_initialize_whose_client_info_a_session_cannot_keep_gets_invalid_params(
+    app: Flask, where: str
+) -> None:
+    padding = {"x-padding": "p" * 70_000}  # one unused session of this kind would keep it until it expires
+    info: dict[str, Any] = {"name": "big", "version": "1"}
+    capabilities: dict[str, Any] = {}
+    (info if where == "clientInfo" else capabilities).update(padding)
+
+    response = initialize_with(app, info, capabilities)
+
+    assert response.status_code == 400 and "Mcp-Session-Id" not in response.headers
+    answer = response.get_json()
+    assert answer["id"] == "init-1" and answer["error"]["code"] == -32602
+    assert "MCP_MAX_CLIENT_INFO_BYTES" in answer["error"]["message"] and "65536" in answer["error"]["message"]
+    validate_message("2025-11-25", None, answer)
+
+
+def test_client_info_up_to_the_limit_is_kept_and_the_limit_can_be_raised(tmp_path: Path) -> None:
+    icon = "data:image/png;base64," + "A" * 60_000  # a client's inline icon: large, but under 64 KiB
+    info = {"name": "iconic", "version": "1", "icons": [{"src": icon, "mimeType": "image/png"}]}
+    app = build_app(tmp_path)
+    assert initialize_with(app, info, {}).status_code == 200
+    larger = {**info, "icons": [{"src": icon + "A" * 10_000, "mimeType": "image/png"}]}
+    assert initialize_with(app, larger, {}).status_code == 400
+
+    raised = Flask("raised", instance_path=str(tmp_path / "raised"))
+    raised.config.update({"SECRET_KEY": "test", "MCP_MAX_CLIENT_INFO_BYTES": 128 * 1024})
+    MCP(raised, name="raised")
+    response = initialize_with(raised, larger, {})
+    assert response.status_code == 200 and response.headers["Mcp-Session-Id"]

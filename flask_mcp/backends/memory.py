@@ -49,17 +49,27 @@ def _copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
 class MemorySessionStore:
     """Sessions in a dict guarded by a lock, expiring after ``timeout`` idle
     seconds. The dict is kept in idle order (a refresh moves the session to
-    the end), so expired sessions are found at its start without a scan."""
+    the end), so expired sessions are found at its start without a scan.
+    At most ``max_sessions`` are kept: a client that opens sessions and never
+    uses them again would otherwise grow the process for ``timeout`` seconds;
+    past the bound the longest idle one goes (its client gets 404 and starts
+    a new session, as after an expiry)."""
+
+    #: About 1 kB each (bench/sessions.py), plus what clients declared (at most
+    #: ``MCP_MAX_CLIENT_INFO_BYTES`` each).
+    MAX_SESSIONS = 10_000
 
     def __init__(
         self,
         timeout: float = 3600.0,
         clock: Callable[[], float] = time.time,
         prune_interval: float = 60.0,
+        max_sessions: int = MAX_SESSIONS,
     ) -> None:
         self.timeout = timeout
         self.clock = clock
         self.prune_interval = prune_interval
+        self.max_sessions = max_sessions
         self._records: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._last_prune: float | None = None
@@ -69,9 +79,12 @@ class MemorySessionStore:
         session.created_at = session.last_seen = now
         record = _copy(session.to_dict())
         with self._lock:
-            self._records[session.id] = record
-            self._records.move_to_end(session.id)  # a replaced id keeps its old place otherwise
+            records = self._records
+            records[session.id] = record
+            records.move_to_end(session.id)  # a replaced id keeps its old place otherwise
             self._maybe_prune(now)
+            while len(records) > self.max_sessions:
+                records.popitem(last=False)  # the longest idle
 
     def get(self, session_id: str) -> Session | None:
         now = self.clock()

@@ -38,6 +38,10 @@ class ProtocolOptions:
     ttl_ms: int = 60_000
     cache_scope: str = "public"
     max_json_depth: int = 64
+    #: What a legacy session keeps of its ``initialize`` (``clientInfo`` and
+    #: ``capabilities``, as JSON) at most: it is stored for the session's life,
+    #: and unused sessions live until they expire.
+    max_client_info_bytes: int = 64 * 1024
     #: The skills extension answers ``resources/directory/read`` (and says so:
     #: ``directoryRead: true``); off by default, as in the extension.
     skills_directory_read: bool = False

@@ -126,6 +126,7 @@ class Server:
         With ``confirm_later``, the caller confirms a new session's write
         itself (``Reply.unconfirmed``) before sending the reply."""
         incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url, confirm_later)
+        incoming.body_size = len(body)
         message: Message | None = None
         try:
             try:
@@ -359,6 +360,13 @@ class Server:
             )
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
+        limit = self.methods.options.max_client_info_bytes
+        if incoming.body_size is None or incoming.body_size > limit:  # only a body past it can hold that much
+            size = len(jsonrpc.encode([client_info, capabilities]))
+            if size > limit:
+                return self._error_reply(message.id, InvalidParams(
+                    f"initialize's clientInfo and capabilities take {size} bytes as JSON; a session keeps at most "
+                    f"{limit} (MCP_MAX_CLIENT_INFO_BYTES): send them without large extra fields."), 400)
         revision = REVISIONS[negotiate(requested)]
         now = self.clock()
         session = Session(

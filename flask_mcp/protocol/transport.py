@@ -41,7 +41,7 @@ class Incoming:
     class: one ``__init__`` call per request instead of a dataclass's two.)"""
 
     __slots__ = ("headers", "emit", "principal", "auth", "endpoint_url", "header_version", "session_id",
-                 "confirm_later")
+                 "confirm_later", "body_size")
 
     def __init__(
         self,
@@ -59,6 +59,8 @@ class Incoming:
         self.endpoint_url = endpoint_url
         #: The HTTP layer reads a new session's write back itself (Reply.unconfirmed).
         self.confirm_later = confirm_later
+        #: The POST body's length (no message in it is larger); ``None``: unknown.
+        self.body_size: int | None = None
         version = headers.get("mcp-protocol-version")
         self.header_version: str | None = None if version is None else version.strip()
         session_id = headers.get("mcp-session-id")

@@ -56,6 +56,25 @@ def test_memory_a_session_created_again_under_its_id_moves_to_the_end() -> None:
     assert _memory_ids(store) == ["again", "new"]
 
 
+def test_memory_keeps_at_most_max_sessions_and_drops_the_longest_idle_first() -> None:
+    """Sessions opened under client-chosen names and never used again: the
+    store stops at its bound, however many arrive within the idle timeout."""
+    clock = FakeClock()
+    store = MemorySessionStore(TIMEOUT, clock=clock, max_sessions=50)
+    for i in range(50):
+        store.create(full_session(f"kept-{i}"))
+        clock.advance(0.01)
+    assert store.get("kept-0") is not None  # used again: moved to the end
+
+    for i in range(1_000):
+        store.create(full_session(f"abandoned-{i}"))
+
+    assert len(store._records) == 50 and store.count().live == 50
+    assert store.get("kept-0") is None and store.get("kept-1") is None  # the longest idle went first
+    assert _memory_ids(store) == [f"abandoned-{i}" for i in range(950, 1_000)]
+    assert MemorySessionStore().max_sessions == MemorySessionStore.MAX_SESSIONS == 10_000
+
+
 def test_memory_prunes_at_most_once_per_interval_and_never_returns_an_expired_session() -> None:
     clock = FakeClock()
     store = MemorySessionStore(TIMEOUT, clock=clock, prune_interval=10)
