@@ -385,6 +385,9 @@ class SharedPubSub:
         if isinstance(reply, Exception):
             self._resolve(None, None, reply)
             return
+        if isinstance(reply, (bytes, str)) and as_text(reply).upper() == "PONG":
+            self._resolve("ping", "", None)  # a connection subscribed to nothing answers as any other
+            return
         if not isinstance(reply, list) or len(reply) < 2:
             raise redis.exceptions.InvalidResponse(f"unexpected reply on the pub/sub connection: {reply!r}")
         kind, name = as_text(reply[0]).lower(), as_text(reply[1])
