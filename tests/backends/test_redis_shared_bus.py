@@ -45,7 +45,7 @@ def subscribers(admin: redis.Redis) -> list[dict[str, Any]]:
 
 
 def numsub(admin: redis.Redis, *channels: str) -> dict[str, int]:
-    return {name: int(count) for name, count in admin.pubsub_numsub(*(PREFIX + c for c in channels))}
+    return {str(name): int(count) for name, count in admin.pubsub_numsub(*(PREFIX + c for c in channels))}
 
 
 def _until(condition: Callable[[], object], what: str, seconds: float = 5.0) -> None:
@@ -168,7 +168,7 @@ def test_every_subscriber_registered_before_a_publish_gets_it_while_others_come_
             with bus.subscribe(["shared", f"own-{worker}"]) as subscription:
                 bus.publish("shared", {"w": worker, "i": i})
                 bus.publish(f"own-{worker}", {"i": i})
-                got = set()
+                got: set[str] = set()
                 deadline = time.monotonic() + 5
                 while len(got) < 2 and time.monotonic() < deadline:
                     item = subscription.get(0.5)
