@@ -42,7 +42,7 @@ from .redis import RedisEventLog, RedisSessionStore, RedisTaskStore
 from .redis_bus import DEFAULT_CHANNEL_PREFIX
 from .redis_cluster_tracking import ClusterCopies, node_pool
 from .redis_faults import closed_bus, unavailable
-from .redis_pubsub import RedisSubscription, SharedPubSub, connection_maker
+from .redis_pubsub import ProcessLock, RedisSubscription, SharedPubSub, connection_maker
 
 #: redis-py's first release whose cluster client runs transactions (``WATCH``/``MULTI``
 #: on one slot), which the event logs and task updates use.
@@ -147,7 +147,7 @@ class ClusterMessageBus:
         self.where = client.flask_mcp_description
         #: Node name -> this process's pub/sub connection to it.
         self._shares: dict[str, SharedPubSub] = {}
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()  # held while a node's client is made (I/O)
         #: Set by :meth:`close` (``Backend.close``).
         self.closed = False
 

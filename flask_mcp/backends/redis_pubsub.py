@@ -49,6 +49,37 @@ PING_INTERVAL = 5.0
 IDLE_CLOSE = 30.0
 
 
+#: Held only while a :class:`ProcessLock` makes its lock (no I/O, so no
+#: greenlet switch, under it).
+_MAKING = threading.Lock()
+
+
+class ProcessLock:
+    """A lock made by the process that uses it, on first use. Under
+    ``gunicorn --preload -k gevent`` the app (and its backend) is built in
+    the master before gevent patches ``threading``: a lock made then is an OS
+    lock, and a greenlet waiting on it while another holds it across I/O
+    would block the worker's only thread for good. A forked child also gets
+    a fresh lock, never one a parent's thread held at the fork."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._lock: Any = None
+
+    def _current(self) -> Any:
+        if self._pid != process_id.current:
+            with _MAKING:
+                if self._pid != process_id.current:
+                    self._lock, self._pid = threading.Lock(), process_id.current
+        return self._lock
+
+    def __enter__(self) -> bool:
+        return bool(self._current().acquire())
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
 def connection_maker(pool: redis.ConnectionPool) -> Callable[[], Any]:
     """Makes connections like ``pool``'s, for the shared subscription: RESP2
     (messages arrive as replies, never as pushes), no retry (redis-py would
@@ -174,7 +205,7 @@ class SharedPubSub:
         self._subscribe_command, self._unsubscribe_command = (
             ("SSUBSCRIBE", "SUNSUBSCRIBE") if sharded else ("SUBSCRIBE", "UNSUBSCRIBE")
         )
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
         self._pid = process_id.current
         self._connection: Any = None
         #: The two ends of the socket pair that wakes the dispatcher.
