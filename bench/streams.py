@@ -199,7 +199,7 @@ class Server:
     """``gunicorn example.app:app`` of one worker class, started and stopped by PID."""
 
     def __init__(self, worker_class: str, size: int, store: Store, heartbeat: float | None, workers: int,
-                 cores: str) -> None:
+                 cores: str, probe: float | None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.dir = Path(tempfile.mkdtemp(prefix="flask-mcp-streams-"))
@@ -208,6 +208,8 @@ class Server:
         env = {**os.environ, "FLASK_MCP_BACKEND": store.uri(self.dir), "FLASK_MCP_STREAM_SHARE": "1.0"}
         if heartbeat is not None:
             env["FLASK_MCP_SSE_HEARTBEAT"] = str(heartbeat)
+        if probe is not None:
+            env["FLASK_MCP_SSE_PROBE_INTERVAL"] = str(probe)
         size_option = ["--threads", str(size)] if worker_class == "gthread" else ["--worker-connections", str(size)]
         pin = ["taskset", "-c", cores] if cores and shutil.which("taskset") else []
         cmd = [*pin, GUNICORN, "example.app:app", "-b", f"127.0.0.1:{self.port}", "-w", str(workers),
@@ -308,8 +310,8 @@ def percentile(ordered: list[float], fraction: float) -> float:
 
 
 def run(worker_class: str, size: int, steps: list[int], store: Store, heartbeat: float | None,
-        idle: float, posts: int, workers: int, cores: str) -> list[dict[str, object]]:
-    server = Server(worker_class, size, store, heartbeat, workers, cores)
+        idle: float, posts: int, workers: int, cores: str, probe: float | None) -> list[dict[str, object]]:
+    server = Server(worker_class, size, store, heartbeat, workers, cores, probe)
     streams: list[http.client.HTTPConnection] = []
     rows: list[dict[str, object]] = []
     failed_opens = 0
@@ -332,7 +334,8 @@ def run(worker_class: str, size: int, steps: list[int], store: Store, heartbeat:
             row: dict[str, object] = {
                 "worker": f"{workers} x gevent worker_connections={size}" if worker_class == "gevent"
                 else f"{workers} x gthread threads={size}",
-                "backend": store.name, "streams": len(streams), "failed_opens": failed_opens,
+                "backend": store.name, "probe_s": probe if probe is not None else 0.5,
+                "streams": len(streams), "failed_opens": failed_opens,
                 "opened_per_s": round((len(streams) - before) / opening) if opening > 0.5 else None,
                 "posts_ok": len(ok), "posts": posts,
                 "p50_ms": statistics.median(ok) if ok else None, "p99_ms": percentile(ok, 0.99) if ok else None,
@@ -355,11 +358,11 @@ def table(rows: list[dict[str, object]], store: Store) -> str:
     def ms(x: object) -> str:
         return f"{x:.1f}" if isinstance(x, float) else "-"
 
-    lines = ["| workers | backend | open streams | failed opens | POSTs ok | p50 ms | p99 ms | max ms | idle CPU % "
-             "| RSS MB | open fds |" + "".join(f" {c} |" for c in store.columns),
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + "--:|" * len(store.columns)]
+    lines = ["| workers | backend | probe s | open streams | failed opens | POSTs ok | p50 ms | p99 ms | max ms "
+             "| idle CPU % | RSS MB | open fds |" + "".join(f" {c} |" for c in store.columns),
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + "--:|" * len(store.columns)]
     for r in rows:
-        lines.append(f"| {r['worker']} | {r['backend']} | {r['streams']} | {r['failed_opens']} | "
+        lines.append(f"| {r['worker']} | {r['backend']} | {r['probe_s']} | {r['streams']} | {r['failed_opens']} | "
                      f"{r['posts_ok']}/{r['posts']} | {ms(r['p50_ms'])} | {ms(r['p99_ms'])} | {ms(r['max_ms'])} | "
                      f"{r['idle_cpu_pct']:.1f} | {r['rss_mb']:.0f} | {r['open_files']} |"
                      + "".join(f" {r.get(c, '-')} |" for c in store.columns))
@@ -380,6 +383,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--posts", type=int, default=5, help="POSTs timed per step (default 5)")
     p.add_argument("--idle", type=float, default=3.0, help="seconds of idle CPU measurement per step (default 3)")
     p.add_argument("--heartbeat", type=float, help="FLASK_MCP_SSE_HEARTBEAT (default: the app's, 15 s)")
+    p.add_argument("--probe", type=float,
+                   help="FLASK_MCP_SSE_PROBE_INTERVAL: how often an idle stream looks at its client (default 0.5 s)")
     args = p.parse_args(argv)
     limit = raise_open_files_limit()
     print(f"open files limit (soft, raised to the hard one): {limit}", flush=True)
@@ -395,7 +400,7 @@ def main(argv: list[str]) -> int:
             else:
                 steps = [s for s in (0, 10, 100, 500, size - 1, size) if s <= size]
             rows += run(args.worker_class, size, sorted(set(steps)), store, args.heartbeat, args.idle, args.posts,
-                        args.workers, args.cores)
+                        args.workers, args.cores, args.probe)
     finally:
         store.stop()
     print("\n" + table(rows, store))

@@ -162,12 +162,13 @@ class _Reply:
     """A command queued on the shared connection, waiting for its one reply
     (Redis answers a connection's commands in order)."""
 
-    __slots__ = ("kind", "name", "queued_at", "done", "error")
+    __slots__ = ("kind", "name", "sent_at", "done", "error")
 
     def __init__(self, kind: str, name: str) -> None:
         self.kind = kind
         self.name = name
-        self.queued_at = time.monotonic()
+        #: When the dispatcher sent it (``None``: not yet).
+        self.sent_at: float | None = None
         self.done = threading.Event()
         self.error: Exception | None = None
 
@@ -216,7 +217,7 @@ class SharedPubSub:
         self._generation = 0
         self._channels: dict[str, _Channel] = {}
         #: Commands for the dispatcher to send, and the replies awaited, in order.
-        self._outbox: list[tuple[str, ...]] = []
+        self._outbox: list[tuple[tuple[str, ...], _Reply]] = []
         self._replies: deque[_Reply] = deque()
         self._idle_since = time.monotonic()
         self.closed = False
@@ -320,7 +321,7 @@ class SharedPubSub:
         """Queue a command for the dispatcher to send; the reply to wait for."""
         reply = _Reply(kind, name)
         command = {"subscribe": self._subscribe_command, "unsubscribe": self._unsubscribe_command}.get(kind, "PING")
-        self._outbox.append((command, name) if name else (command,))
+        self._outbox.append(((command, name) if name else (command,), reply))
         self._replies.append(reply)
         if self._waker is not None:
             try:
@@ -375,25 +376,6 @@ class SharedPubSub:
     def _dispatch(self, connection: Any, woken: socket.socket, selector: Any, generation: int) -> None:
         quiet_since = time.monotonic()
         while True:
-            with self._lock:
-                if self._generation != generation:
-                    return
-                outbox, self._outbox = self._outbox, []
-                now = time.monotonic()
-                if self._replies and now - self._replies[0].queued_at > self.io_timeout:
-                    raise redis.exceptions.TimeoutError(
-                        f"no answer to {self._replies[0].kind.upper()} within {self.io_timeout:g} s"
-                    )
-                if not self._replies and not self._channels and now - self._idle_since >= self.idle_close:
-                    self._connection = self._waker = self._woken = None  # not "lost": no subscriber to tell
-                    self._generation += 1
-                    return
-                if not self._replies and now - quiet_since >= self.ping_interval:
-                    self._queue("ping", "")
-                    outbox, self._outbox = self._outbox, []
-                    quiet_since = now
-            if outbox:
-                connection.send_packed_command(connection.pack_commands(outbox), check_health=False)
             while connection.can_read(timeout=0):
                 try:
                     reply: Any = connection.read_response()
@@ -404,6 +386,30 @@ class SharedPubSub:
                     if self._generation != generation:
                         return
                     self._handle(reply)
+            # Judged once the socket was found empty: a dispatcher that did not
+            # run for a while (a busy worker) finds the answers waiting, not missing.
+            drained_at = time.monotonic()
+            with self._lock:
+                if self._generation != generation:
+                    return
+                head = self._replies[0] if self._replies else None
+                if head is not None and head.sent_at is not None and drained_at - head.sent_at > self.io_timeout:
+                    raise redis.exceptions.TimeoutError(
+                        f"no answer to {head.kind.upper()} within {self.io_timeout:g} s"
+                    )
+                if head is None and not self._channels and drained_at - self._idle_since >= self.idle_close:
+                    self._connection = self._waker = self._woken = None  # not "lost": no subscriber to tell
+                    self._generation += 1
+                    return
+                if head is None and drained_at - quiet_since >= self.ping_interval:
+                    self._queue("ping", "")
+                    quiet_since = drained_at
+                outbox, self._outbox = self._outbox, []
+            if outbox:
+                connection.send_packed_command(connection.pack_commands([c for c, _ in outbox]), check_health=False)
+                sent_at = time.monotonic()
+                for _, reply in outbox:
+                    reply.sent_at = sent_at
             for key, _ in selector.select(TICK):
                 if key.fileobj is woken:
                     try:

@@ -218,3 +218,27 @@ def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents_alone(
     assert parent.get(5) == ("parent", {"from": "parent"})
     assert [c["id"] for c in subscribers(admin)] == [parents["id"]]
     parent.close()
+
+
+def test_a_dispatcher_held_up_past_the_io_timeout_does_not_take_late_answers_for_missing(
+    redis_port: int,
+) -> None:
+    """A busy worker (thousands of streams on one core) may not run the
+    dispatcher for longer than the I/O timeout: a command queued meanwhile is
+    judged from when it was sent, and answers that came meanwhile are read
+    before anything is judged missing; a false "no answer" would end every
+    stream of the worker."""
+    bus = RedisMessageBus(client_from_url(f"redis://127.0.0.1:{redis_port}"), io_timeout=0.3)
+    bus.shared.ping_interval = 0.05
+    try:
+        with bus.subscribe(["c"]) as subscription:
+            for _ in range(3):
+                with bus.shared._lock:  # what a starved event loop does to the dispatcher
+                    bus.shared._queue("ping", "")  # the dispatcher sends it once it runs again
+                    time.sleep(1.0)
+                time.sleep(0.2)
+            assert not subscription.ready()  # no fault reported
+            bus.publish("c", {"still": "here"})
+            assert subscription.get(5) == ("c", {"still": "here"})
+    finally:
+        bus.close()
