@@ -17,7 +17,7 @@ left idle), and at every step measures:
   subscribers (``PUBSUB NUMSUB``).
 
 It stops after the first step where a stream could not be opened or a POST
-did not answer. Loopback only; every server is started here and stopped by its PID.
+did not answer (``--keep-going``: it goes on). Loopback only; every server is started here and stopped by its PID.
 
     .venv/bin/python bench/streams.py                          # gthread, 8 and 32 threads
     .venv/bin/python bench/streams.py --worker-class gevent --worker-connections 1000
@@ -310,7 +310,8 @@ def percentile(ordered: list[float], fraction: float) -> float:
 
 
 def run(worker_class: str, size: int, steps: list[int], store: Store, heartbeat: float | None,
-        idle: float, posts: int, workers: int, cores: str, probe: float | None) -> list[dict[str, object]]:
+        idle: float, posts: int, workers: int, cores: str, probe: float | None,
+        keep_going: bool = False) -> list[dict[str, object]]:
     server = Server(worker_class, size, store, heartbeat, workers, cores, probe)
     streams: list[http.client.HTTPConnection] = []
     rows: list[dict[str, object]] = []
@@ -345,7 +346,7 @@ def run(worker_class: str, size: int, steps: list[int], store: Store, heartbeat:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-            if failed_opens or len(ok) < posts:
+            if (failed_opens or len(ok) < posts) and not keep_going:
                 break
     finally:
         for stream in streams:
@@ -381,6 +382,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--redis-url", help="redis: use this server instead of starting one (its other clients count too)")
     p.add_argument("--steps", help="comma-separated stream counts (see above for the defaults)")
     p.add_argument("--posts", type=int, default=5, help="POSTs timed per step (default 5)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="measure every step even after a failed open or POST (a loaded machine times some out)")
     p.add_argument("--idle", type=float, default=3.0, help="seconds of idle CPU measurement per step (default 3)")
     p.add_argument("--heartbeat", type=float, help="FLASK_MCP_SSE_HEARTBEAT (default: the app's, 15 s)")
     p.add_argument("--probe", type=float,
@@ -400,7 +403,7 @@ def main(argv: list[str]) -> int:
             else:
                 steps = [s for s in (0, 10, 100, 500, size - 1, size) if s <= size]
             rows += run(args.worker_class, size, sorted(set(steps)), store, args.heartbeat, args.idle, args.posts,
-                        args.workers, args.cores, args.probe)
+                        args.workers, args.cores, args.probe, args.keep_going)
     finally:
         store.stop()
     print("\n" + table(rows, store))
