@@ -19,9 +19,9 @@ left idle), and at every step measures:
 It stops after the first step where a stream could not be opened or a POST
 did not answer (``--keep-going``: it goes on). Loopback only; every server is started here and stopped by its PID.
 
-    .venv/bin/python bench/streams.py                          # gthread, 8 and 32 threads
-    .venv/bin/python bench/streams.py --worker-class gevent --worker-connections 1000
-    .venv/bin/python bench/streams.py --worker-class gevent --backend redis --workers 2 \\
+    bench/.venv/bin/python bench/streams.py                          # gthread, 8 and 32 threads
+    bench/.venv/bin/python bench/streams.py --worker-class gevent --worker-connections 1000
+    bench/.venv/bin/python bench/streams.py --worker-class gevent --backend redis --workers 2 \\
         --worker-connections 10001 --steps 0,1000,5000,10000 --posts 50
 
 ``--backend``: ``sqlite`` (default: a fresh file, the example's default store),
