@@ -30,6 +30,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url
 from redis.retry import Retry
 
+from ..protocol.process_id import ProcessLock
 from .contracts import (
     DEFAULT_IO_TIMEOUT,
     Backend,
@@ -42,7 +43,7 @@ from .redis import RedisEventLog, RedisSessionStore, RedisTaskStore
 from .redis_bus import DEFAULT_CHANNEL_PREFIX
 from .redis_cluster_tracking import ClusterCopies, node_pool
 from .redis_faults import closed_bus, unavailable
-from .redis_pubsub import ProcessLock, RedisSubscription, SharedPubSub, connection_maker
+from .redis_pubsub import RedisSubscription, SharedPubSub, connection_maker
 
 #: redis-py's first release whose cluster client runs transactions (``WATCH``/``MULTI``
 #: on one slot), which the event logs and task updates use.

@@ -35,6 +35,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ..protocol import process_id
+from ..protocol.process_id import ProcessLock
 from .contracts import BackendUnavailable, Message, Subscription
 from .redis_faults import as_text, as_unavailable, closed_bus
 
@@ -47,37 +48,6 @@ TICK = 1.0
 PING_INTERVAL = 5.0
 #: Seconds a connection no subscription uses is kept before it is closed.
 IDLE_CLOSE = 30.0
-
-
-#: Held only while a :class:`ProcessLock` makes its lock (no I/O, so no
-#: greenlet switch, under it).
-_MAKING = threading.Lock()
-
-
-class ProcessLock:
-    """A lock made by the process that uses it, on first use. Under
-    ``gunicorn --preload -k gevent`` the app (and its backend) is built in
-    the master before gevent patches ``threading``: a lock made then is an OS
-    lock, and a greenlet waiting on it while another holds it across I/O
-    would block the worker's only thread for good. A forked child also gets
-    a fresh lock, never one a parent's thread held at the fork."""
-
-    def __init__(self) -> None:
-        self._pid = 0
-        self._lock: Any = None
-
-    def _current(self) -> Any:
-        if self._pid != process_id.current:
-            with _MAKING:
-                if self._pid != process_id.current:
-                    self._lock, self._pid = threading.Lock(), process_id.current
-        return self._lock
-
-    def __enter__(self) -> bool:
-        return bool(self._current().acquire())
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._lock.release()
 
 
 def connection_maker(pool: redis.ConnectionPool) -> Callable[[], Any]:
