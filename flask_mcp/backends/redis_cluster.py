@@ -20,32 +20,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-import time
 import urllib.parse
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import redis
 from redis.backoff import NoBackoff
-from redis.client import PubSub
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url
 from redis.retry import Retry
 
+from ..protocol.process_id import ProcessLock
 from .contracts import (
     DEFAULT_IO_TIMEOUT,
     Backend,
     BackendOptions,
     BackendUnavailable,
     Message,
-    Subscription,
     redact_url,
 )
 from .redis import RedisEventLog, RedisSessionStore, RedisTaskStore
 from .redis_bus import DEFAULT_CHANNEL_PREFIX
 from .redis_cluster_tracking import ClusterCopies, node_pool
-from .redis_faults import as_text, closed_bus, unavailable
+from .redis_faults import closed_bus, unavailable
+from .redis_pubsub import RedisSubscription, SharedPubSub, connection_maker
 
 #: redis-py's first release whose cluster client runs transactions (``WATCH``/``MULTI``
 #: on one slot), which the event logs and task updates use.
@@ -59,8 +57,6 @@ if _version < REDIS_PY_MINIMUM:  # pragma: no cover - depends on the environment
 
 #: The URL schemes of a cluster: plain TCP and TLS.
 SCHEMES = ("redis+cluster", "rediss+cluster")
-#: Seconds one node of a subscription spread over several is waited on before the next.
-_POLL_SLICE = 0.02
 #: Tries of a subscription whose node answers ``MOVED`` (the layout is re-read between tries).
 _SUBSCRIBE_ATTEMPTS = 3
 
@@ -132,106 +128,12 @@ class ClusterEventLog(RedisEventLog):
         return self.key_prefix + _tag(session_id) + slash + rest
 
 
-class ClusterSubscription(Subscription):
-    """``SSUBSCRIBE`` on the node owning each channel's slot, one connection
-    per node (re-reading the cluster's layout when a node answers ``MOVED``);
-    a subscription the server ends (its slot moved to another node) raises
-    :class:`BackendUnavailable`, as a lost connection does."""
-
-    def __init__(self, bus: ClusterMessageBus, channels: Sequence[str]) -> None:
-        self._bus = bus
-        self._pending: deque[tuple[str, Message]] = deque()
-        self._pubsubs: list[PubSub] = []
-        self._closed = False
-        if bus.closed:
-            raise closed_bus(bus.where)
-        names = list(dict.fromkeys(bus.channel_prefix + c for c in channels))
-        try:
-            for attempt in range(_SUBSCRIBE_ATTEMPTS):
-                try:
-                    with unavailable(bus.where):
-                        self._subscribe(names)
-                    return
-                except redis.exceptions.AskError as exc:  # MOVED or ASK: the slot map is out of date
-                    self._drop_pubsubs()
-                    if attempt == _SUBSCRIBE_ATTEMPTS - 1:
-                        raise BackendUnavailable(f"Redis ({bus.where}): the cluster kept moving a slot: {exc}") from exc
-                    with unavailable(bus.where):
-                        bus.client.nodes_manager.initialize()
-        except BaseException:
-            self.close()
-            raise
-
-    def _subscribe(self, names: list[str]) -> None:
-        bus = self._bus
-        by_slot: dict[int, list[str]] = {}
-        for name in names:
-            by_slot.setdefault(bus.client.keyslot(name), []).append(name)
-        by_node: dict[str, PubSub] = {}
-        for slot_names in by_slot.values():  # SSUBSCRIBE takes the channels of one slot
-            node = bus.client.get_node_from_key(slot_names[0])
-            if node.name not in by_node:
-                by_node[node.name] = PubSub(bus.pool_for(node))
-                self._pubsubs.append(by_node[node.name])
-            by_node[node.name].ssubscribe(*slot_names)
-        self._await_confirmations(set(names), deadline=time.monotonic() + bus.io_timeout)
-
-    def get(self, timeout: float) -> tuple[str, Message] | None:
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while not self._pending and self._pubsubs:
-            remaining = deadline - time.monotonic()
-            with unavailable(self._bus.where):
-                self._read_any(max(remaining, 0.0))
-            if remaining <= 0:
-                break
-        return self._pending.popleft() if self._pending else None
-
-    def close(self) -> None:
-        self._closed = True
-        self._drop_pubsubs()
-
-    def _drop_pubsubs(self) -> None:
-        pubsubs, self._pubsubs = self._pubsubs, []
-        for pubsub in pubsubs:
-            pubsub.close()
-
-    def _await_confirmations(self, names: set[str], deadline: float) -> None:
-        """Return once every shard has registered its channels, so nothing
-        published after :meth:`ClusterMessageBus.subscribe` returns is missed."""
-        while names:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BackendUnavailable(f"Redis ({self._bus.where}) did not confirm SSUBSCRIBE in time")
-            for message in self._read_any(remaining):
-                if message["type"] == "ssubscribe":
-                    names.discard(as_text(message["channel"]))
-
-    def _read_any(self, timeout: float) -> list[dict[str, Any]]:
-        """Raw messages from the nodes (data messages are queued as they come):
-        one node is waited on for ``timeout``, several in short turns."""
-        wait = timeout if len(self._pubsubs) == 1 else min(timeout, _POLL_SLICE)
-        read: list[dict[str, Any]] = []
-        for pubsub in list(self._pubsubs):
-            message = cast(dict[str, Any] | None, pubsub.get_message(timeout=wait))
-            if message is None:
-                continue
-            read.append(message)
-            if message["type"] == "smessage":
-                channel = as_text(message["channel"])[len(self._bus.channel_prefix) :]
-                self._pending.append((channel, json.loads(message["data"])))
-            elif message["type"] == "sunsubscribe" and not self._closed:
-                raise BackendUnavailable(
-                    f"Redis ({self._bus.where}) ended the subscription to {as_text(message['channel'])!r} "
-                    "(its slot moved to another node)"
-                )
-        return read
-
-
 class ClusterMessageBus:
-    """Sharded pub/sub on prefixed channels. Subscriptions get connection pools
-    of their own, one per node, as :class:`~.redis.RedisMessageBus`'s do: a
-    listen stream holds its connection for hours and must not starve the
-    cluster client's pools."""
+    """Sharded pub/sub on prefixed channels. A process's subscriptions share
+    one connection per node (redis_pubsub.py), to the node owning each
+    channel's slot (the cluster's layout is re-read when a node answers
+    ``MOVED``); a subscription the server ends (its slot moved to another
+    node) raises :class:`BackendUnavailable`, as a lost connection does."""
 
     def __init__(
         self,
@@ -244,8 +146,9 @@ class ClusterMessageBus:
         self.channel_prefix = channel_prefix
         self.io_timeout = io_timeout
         self.where = client.flask_mcp_description
-        self._pools: dict[str, redis.ConnectionPool] = {}
-        self._lock = threading.Lock()
+        #: Node name -> this process's pub/sub connection to it.
+        self._shares: dict[str, SharedPubSub] = {}
+        self._lock = ProcessLock()  # held while a node's client is made (I/O)
         #: Set by :meth:`close` (``Backend.close``).
         self.closed = False
 
@@ -254,24 +157,57 @@ class ClusterMessageBus:
         with unavailable(self.where):
             self.client.spublish(self.channel_prefix + channel, payload)
 
-    def subscribe(self, channels: Sequence[str]) -> ClusterSubscription:
-        return ClusterSubscription(self, channels)
+    def subscribe(self, channels: Sequence[str]) -> RedisSubscription:
+        if self.closed:
+            raise closed_bus(self.where)
+        subscription = RedisSubscription(self.channel_prefix, channels)
+        try:
+            for attempt in range(_SUBSCRIBE_ATTEMPTS):
+                try:
+                    with unavailable(self.where):
+                        self._subscribe(subscription)
+                    return subscription
+                except redis.exceptions.AskError as exc:  # MOVED or ASK: the slot map is out of date
+                    subscription.leave()
+                    if attempt == _SUBSCRIBE_ATTEMPTS - 1:
+                        raise BackendUnavailable(
+                            f"Redis ({self.where}): the cluster kept moving a slot: {exc}"
+                        ) from exc
+                    with unavailable(self.where):
+                        self.client.nodes_manager.initialize()
+        except BaseException:
+            subscription.close()
+            raise
+        return subscription  # pragma: no cover - the loop returns or raises
 
-    def pool_for(self, node: ClusterNode) -> redis.ConnectionPool:
-        """The subscription pool of ``node`` (made like the node's own)."""
+    def _subscribe(self, subscription: RedisSubscription) -> None:
+        by_node: dict[str, tuple[ClusterNode, list[str]]] = {}
+        for name in subscription.names:
+            node = self.client.get_node_from_key(name)
+            by_node.setdefault(node.name, (node, []))[1].append(name)
+        for node, names in by_node.values():
+            self.share_for(node).add(subscription, names)
+
+    def share_for(self, node: ClusterNode) -> SharedPubSub:
+        """This process's pub/sub connection to ``node`` (made like the node's own)."""
         with self._lock:
-            pool = self._pools.get(node.name)
-            if pool is None:
-                pool = self._pools[node.name] = node_pool(self.client, node, max_connections=2**31 - 1)
-            return pool
+            if self.closed:
+                raise closed_bus(self.where)
+            share = self._shares.get(node.name)
+            if share is None:
+                maker = connection_maker(node_pool(self.client, node, max_connections=1))
+                share = self._shares[node.name] = SharedPubSub(
+                    maker, where=f"{self.where}, node {node.name}", io_timeout=self.io_timeout, sharded=True
+                )
+            return share
 
     def close(self) -> None:
         """Close every subscription connection; no new subscription after this."""
         with self._lock:
             self.closed = True
-            pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            pool.disconnect()
+            shares, self._shares = list(self._shares.values()), {}
+        for share in shares:
+            share.close()
 
 
 def parse_cluster_url(url: str) -> tuple[list[ClusterNode], dict[str, Any]]:

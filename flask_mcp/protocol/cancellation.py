@@ -75,7 +75,7 @@ class Cancellations:
         self.bus = bus
         self.interval = interval
         self.idle_close = idle_close
-        self._lock = threading.Lock()
+        self._lock = process_id.ProcessLock()  # made in the worker: see ProcessLock
         self._watches: dict[_Key, list[Watch]] = {}
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None

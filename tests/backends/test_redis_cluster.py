@@ -154,6 +154,30 @@ def test_the_keys_of_one_session_share_a_slot(cluster_url: str, raw: RedisCluste
         backend.close()
 
 
+def test_a_process_holds_one_pub_sub_connection_per_shard(cluster_url: str, raw: RedisCluster, tmp_path: Path) -> None:
+    """Subscriptions spread over every shard: each node sees one subscriber
+    of this backend, whatever the number of subscriptions (issue #34)."""
+    backend = open_backend(cluster_url, timeout=60, instance_path=str(tmp_path))
+    assert backend.bus is not None
+    run = uuid.uuid4().hex
+    channels = [f"spread-{run}-{i}" for i in range(40)]
+    subscriptions = [backend.bus.subscribe([channel]) for channel in channels for _ in range(3)]
+    try:
+        owners = {raw.get_node_from_key("flask-mcp:bus:" + channel).name for channel in channels}
+        assert len(owners) > 1  # the channels are spread over several shards
+        for node in raw.get_primaries():
+            ours = [client for client in raw.get_redis_connection(node).client_list()
+                    if int(client.get("ssub", 0)) > 0]
+            assert len(ours) == (1 if node.name in owners else 0), (node.name, ours)
+        for i in (0, 39):
+            backend.bus.publish(channels[i], {"i": i})
+            assert [s.get(5) for s in subscriptions[3 * i : 3 * i + 3]] == [(channels[i], {"i": i})] * 3
+    finally:
+        for subscription in subscriptions:
+            subscription.close()
+        backend.close()
+
+
 def test_the_bus_is_sharded_pub_sub(cluster_url: str, raw: RedisCluster, tmp_path: Path) -> None:
     """SSUBSCRIBE on the node owning the channel, nothing in classic pub/sub."""
     backend = open_backend(cluster_url, timeout=60, instance_path=str(tmp_path))

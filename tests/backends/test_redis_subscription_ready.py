@@ -1,5 +1,7 @@
 """RedisSubscription.ready(): the cheap look every legacy call's cancellation
-check takes, against a private redis-server."""
+check takes, against a private redis-server. The subscriptions of a process
+share one connection read by its dispatcher thread, so the look is a glance
+at a queue: no lock, no socket."""
 
 from __future__ import annotations
 
@@ -27,7 +29,6 @@ def _until(condition: object, seconds: float = 5.0) -> None:
 
 def test_ready_says_when_a_message_waits(bus: RedisMessageBus) -> None:
     subscription = bus.subscribe(["c"])
-    subscription._full_read_at = time.monotonic() + 3600  # no periodic full read during the test
     assert not subscription.ready()
     assert subscription.get(0) is None
     bus.publish("c", {"n": 1})
@@ -38,42 +39,44 @@ def test_ready_says_when_a_message_waits(bus: RedisMessageBus) -> None:
     assert not subscription.ready()
 
 
-def test_ready_asks_for_a_full_read_now_and_then(bus: RedisMessageBus) -> None:
-    """So that redis-py's health checks on the subscription still go out."""
+def test_ready_answers_at_once_while_another_thread_waits_in_get(bus: RedisMessageBus) -> None:
+    """ready() is asked outside the cancellations lock: while a get() waits,
+    it answers at once instead of waiting for that read."""
     subscription = bus.subscribe(["c"])
-    subscription._full_read_at = time.monotonic() - subscription.READY_FULL_READ
-    assert subscription.ready()
-    assert not subscription.ready()
-    subscription.close()
-
-
-def test_ready_does_not_touch_a_socket_another_thread_reads(bus: RedisMessageBus) -> None:
-    """ready() is asked outside the cancellations lock: while a get() waits on
-    the socket, it answers at once instead of racing that read."""
-    subscription = bus.subscribe(["c"])
-    subscription._full_read_at = time.monotonic() + 3600
     got: list[object] = []
     reader = threading.Thread(target=lambda: got.append(subscription.get(2.0)))
     reader.start()
-    _until(subscription._reading.locked)
+    time.sleep(0.05)
     start = time.monotonic()
     assert not subscription.ready()
-    assert time.monotonic() - start < 1.0  # waiting on the read would take until get()'s 2 s
+    assert time.monotonic() - start < 0.5  # waiting on the read would take until get()'s 2 s
     bus.publish("c", {"n": 2})
     reader.join(5)
     assert got == [("c", {"n": 2})]
     subscription.close()
 
 
-def test_a_call_looks_without_a_system_call_while_the_cancellation_reader_waits(bus: RedisMessageBus) -> None:
+def test_ready_is_true_once_the_connection_broke_so_the_reader_hears_it(redis_port: int) -> None:
+    """A broken connection must reach Cancellations.drain(), which asks ready() first."""
+    bus = RedisMessageBus(client_from_url(f"redis://127.0.0.1:{redis_port}"))
+    subscription = bus.subscribe(["c"])
+    assert not subscription.ready()
+    client_from_url(f"redis://127.0.0.1:{redis_port}").client_kill_filter(_type="pubsub")
+    _until(subscription.ready)
+    with pytest.raises(BackendUnavailable, match="unavailable"):
+        subscription.get(0)
+    subscription.close()
+    bus.close()
+
+
+def test_a_call_looks_without_touching_the_socket_while_the_cancellation_reader_waits(bus: RedisMessageBus) -> None:
     """Every legacy call asks ready(); while the cancellations' reader thread
-    waits on the socket, the answer is "no" from the lock alone."""
+    waits in get(), the answer is "no" from the queue alone."""
     cancellations = Cancellations(bus, interval=30.0)
     watch = cancellations.watch("session-1", "call-1")
     subscription = cancellations._subscription
     assert isinstance(subscription, RedisSubscription)
-    _until(subscription._reading.locked)
-    subscription._full_read_at = 0.0  # a full read would be due: the reader does them
+    time.sleep(0.05)  # the reader thread is in get() now
     assert not subscription.ready()
     assert not watch.is_cancelled()
     cancellations.publish("session-1", "call-1")
@@ -89,4 +92,6 @@ def test_a_closed_bus_opens_no_subscription_again(bus: RedisMessageBus) -> None:
     bus.close()
     with pytest.raises(BackendUnavailable, match="closed"):
         bus.subscribe(["c"])
+    with pytest.raises(BackendUnavailable, match="closed"):
+        subscription.get(1)
     subscription.close()
