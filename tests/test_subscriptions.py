@@ -174,3 +174,30 @@ def test_listen_is_not_a_legacy_method(app: Flask) -> None:
     response = client.request("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
     assert response.status_code == 200
     assert response.error["code"] == -32601
+
+
+def test_an_open_stream_whose_bus_breaks_ends_with_an_error_to_listen_again(
+    redis_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis pub/sub connection killed under an open stream (every stream of the
+    worker shares it): the stream ends with a JSON-RPC error for its request, a
+    warning in the log, no traceback."""
+    import redis
+
+    app = Flask(__name__)
+    app.config["MCP_BACKEND"] = f"redis://127.0.0.1:{redis_port}/0"
+    app.config["MCP_SSE_HEARTBEAT"] = 0.05
+    MCP(app)
+    client = MCPTestClient(app)
+    response = _open(client, {"toolsListChanged": True}, "listen-broken")
+    assert response.status_code == 200
+    stream = _messages(response)
+    ack = _next_notification(stream)
+    assert ack is not None and ack["params"]["_meta"] == {SUB_KEY: "listen-broken"}
+    admin = redis.Redis(port=redis_port)
+    assert admin.client_kill_filter(_type="pubsub") >= 1
+    error = _next_notification(stream, timeout=10.0)
+    response.close()
+    assert error is not None and error["id"] == "listen-broken", error
+    assert error["error"]["code"] == -32603 and "listen again" in error["error"]["message"]
+    assert "Traceback" not in caplog.text and "Listen stream" in caplog.text

@@ -433,6 +433,10 @@ def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Res
                         return  # the client left
                     if out:
                         yield out
+        except StoreUnavailable as exc:  # the bus broke (every stream of this worker hears it): listen again
+            logger.warning("Listen stream %s ended: %s", subscription.subscription_id, exc)
+            error = InternalError("The message bus is temporarily unavailable; send subscriptions/listen again shortly.")
+            yield sse.event(jsonrpc.encode(jsonrpc.error_message(subscription.subscription_id, error)))
         finally:
             events.close()
 
