@@ -435,7 +435,7 @@ def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Res
                         yield out
         except StoreUnavailable as exc:  # the bus broke (every stream of this worker hears it): listen again
             logger.warning("Listen stream %s ended: %s", subscription.subscription_id, exc)
-            error = InternalError("The message bus is temporarily unavailable; send subscriptions/listen again shortly.")
+            error = InternalError("The message bus is unavailable for now; send subscriptions/listen again shortly.")
             yield sse.event(jsonrpc.encode(jsonrpc.error_message(subscription.subscription_id, error)))
         finally:
             events.close()

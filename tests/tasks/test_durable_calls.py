@@ -24,7 +24,6 @@ from flask_mcp.testing import MCPTestClient, parse_sse, sse_event_id
 
 celery = pytest.importorskip("celery")
 from celery.contrib.testing.worker import start_worker  # noqa: E402
-
 from celery_setup import celery_init_app  # noqa: E402 - tests/ is on the path, as for conftest
 
 LEGACY = "2025-11-25"
