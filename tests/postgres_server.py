@@ -102,7 +102,7 @@ class PostgresCluster:
         """A new, empty database; its URL."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.dsn(), autocommit=True) as connection:
-            connection.execute(f'CREATE DATABASE "{name}"')
+            connection.execute(f'CREATE DATABASE "{name}" STRATEGY = FILE_COPY')
         return self.url(name)
 
     def listeners(self, database: str | None = None) -> list[tuple[int, str]]:
