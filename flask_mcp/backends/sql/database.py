@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, make_url, text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError, SQLAlchemyError
 
 from ..contracts import DEFAULT_IO_TIMEOUT, BackendUnavailable
 from .tables import metadata
@@ -86,19 +86,26 @@ class SqlDatabase:
             with self.engine.begin() as connection:
                 return operation(connection)
         except SQLAlchemyError as exc:
+            if not (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+                # Perhaps our tables are gone (a database restored or made
+                # anew): the next call looks again, and makes what is missing.
+                self._ready = False
             raise self._fault(exc) from exc
 
     def retried(self, operation: Callable[[Connection], _T]) -> _T:
         """:meth:`run`, once more after a lost connection (a server restart
         leaves the pool's sockets dead; SQLAlchemy drops them on the first
-        error). For operations that may run twice: reads and idempotent writes."""
-        try:
-            return self.run(operation)
-        except BackendUnavailable as exc:
-            cause = exc.__cause__
-            if isinstance(cause, DBAPIError) and cause.connection_invalidated:
+        error), and once more after a missing table (made again on the retry).
+        For operations that may run twice: reads and idempotent writes."""
+        for _attempt in range(2):
+            try:
                 return self.run(operation)
-            raise
+            except BackendUnavailable as exc:
+                cause = exc.__cause__
+                lost = isinstance(cause, DBAPIError) and cause.connection_invalidated
+                if not (lost or isinstance(cause, ProgrammingError | OperationalError) and not self._ready):
+                    raise
+        return self.run(operation)
 
     def prepare(self) -> None:
         """Create the tables that are missing. On PostgreSQL the creators queue

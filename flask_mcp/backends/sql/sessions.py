@@ -128,5 +128,12 @@ class SqlSessionStore:
             lambda connection: connection.execute(delete(table).where(_LAST_SEEN < cutoff)).rowcount
         )
 
+    def rate_limit_storage(self) -> object:
+        """A ``limits`` storage counting rate limits in this database (the
+        rate limiter asks a session store for one; ``limits`` must be installed)."""
+        from .rate_limits import SqlRateLimitStorage
+
+        return SqlRateLimitStorage(self.database)
+
     def _forget_expired(self, connection: Connection, session_id: str, now: float) -> None:
         connection.execute(delete(table).where(_ID == session_id, _LAST_SEEN < now - self.timeout))

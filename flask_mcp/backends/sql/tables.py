@@ -58,3 +58,14 @@ tasks = Table(
     Column("version", Integer, nullable=False, default=0),
     Index("flask_mcp_tasks_expires", "expires"),
 )
+
+#: Rate limit counters (``MCP_RATE_LIMIT``, ``@mcp.tool(rate_limit=...)``):
+#: one fixed window per key, counted across every host sharing the database.
+rate_limits = Table(
+    "flask_mcp_rate_limits",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("count", Integer, nullable=False),
+    Column("expires", Double, nullable=False),
+    Index("flask_mcp_rate_limits_expires", "expires"),
+)
