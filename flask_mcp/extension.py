@@ -405,14 +405,14 @@ def _flask_sqlalchemy_engine(app: Flask, spec: object) -> object:
     ``"flask-sqlalchemy"``): sessions then live in the app's own database,
     through its pool. Flask-SQLAlchemy keeps one engine per app, so it must be
     initialised on this app first."""
-    db = app.extensions.get("sqlalchemy") if spec == "flask-sqlalchemy" else spec
-    if db is None or app.extensions.get("sqlalchemy") is not db:
+    registered = app.extensions.get("sqlalchemy")
+    if registered is None or spec not in ("flask-sqlalchemy", registered):
         raise ConfigError(
             "MCP_BACKEND names Flask-SQLAlchemy, which is not initialised on this app: "
             "call db.init_app(app) before MCP(app) / mcp.init_app(app)"
         )
     with app.app_context():
-        return db.engine  # type: ignore[attr-defined]
+        return registered.engine
 
 
 def _open_backend(app: Flask, settings: Settings) -> Backend:

@@ -154,9 +154,9 @@ def _adopt(spec: object, options: BackendOptions) -> Backend:
         return adopt(spec, options)
     sqlalchemy_module = sys.modules.get("sqlalchemy")
     if sqlalchemy_module is not None and isinstance(spec, sqlalchemy_module.Engine):
-        from .sql import adopt
+        from .sql import adopt as adopt_engine
 
-        return adopt(spec, options)
+        return adopt_engine(spec, options)
     cachelib_module = sys.modules.get("cachelib")
     if cachelib_module is not None and isinstance(spec, cachelib_module.BaseCache):
         from .cachelib import CachelibSessionStore

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from cachelib import SimpleCache
 from backend_cases import contract_database, empty_sql_tables
+from cachelib import SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
 from redis_server import shared_cluster
 
@@ -48,13 +48,13 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     clock = FakeClock()
     if request.param == "postgresql":  # the session's cluster (tests/postgres_server.py), tables emptied
         url = contract_database()
-        database = SqlDatabase.from_url(url)
-        empty_sql_tables(database)
+        sql = SqlDatabase.from_url(url)
+        empty_sql_tables(sql)
         setup = f"from flask_mcp.backends.sql import SqlTaskStore\nstore = SqlTaskStore({url!r})\n"
         try:
-            yield Case("postgresql", SqlTaskStore(database, clock=clock), clock, setup)
+            yield Case("postgresql", SqlTaskStore(sql, clock=clock), clock, setup)
         finally:
-            database.close()
+            sql.close()
     elif request.param == "memory":
         yield Case("memory", MemoryTaskStore(clock=clock), clock)
     elif request.param == "sqlite":

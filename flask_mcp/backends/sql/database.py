@@ -134,9 +134,9 @@ class SqlDatabase:
         in its place)."""
         self._after_fork()
         pooled = self.engine.raw_connection()
-        connection = pooled.driver_connection
+        connection: Any = pooled.driver_connection
         pooled.detach()
-        if not hasattr(connection, "notifies"):
+        if connection is None or not hasattr(connection, "notifies"):
             pooled.close()
             raise TypeError(
                 f"the engine's driver ({self.engine.dialect.driver}) has no LISTEN support flask-mcp can use: "

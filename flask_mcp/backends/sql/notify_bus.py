@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, text
 
 from ..contracts import BackendUnavailable, Message
+from ..memory import MemorySubscription
 from .database import SqlDatabase
 from .subscriptions import SqlSubscription
 from .tables import messages
@@ -67,7 +68,7 @@ class _Listener:
             self._subscriptions.add(subscription)
         return subscription
 
-    def unsubscribe(self, subscription: SqlSubscription) -> None:  # type: ignore[override]
+    def unsubscribe(self, subscription: MemorySubscription) -> None:
         with self._lock:
             self._subscriptions.discard(subscription)
 
@@ -171,7 +172,9 @@ class PostgresMessageBus:
             notice = payload
             if len(payload.encode()) > MAX_PAYLOAD:
                 row = connection.execute(insert(messages).values(channel=channel, payload=payload, created=now))
-                notice = _ROW + str(row.inserted_primary_key[0])
+                key = row.inserted_primary_key
+                assert key is not None
+                notice = _ROW + str(key[0])
             connection.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": PG_CHANNEL, "payload": notice})
             if prune:
                 self._last_prune = now

@@ -66,6 +66,11 @@ class _Poller:
         with self._lock:
             self._subscriptions.pop(subscription, None)  # type: ignore[call-overload]
 
+    def _fetch(self, low: int) -> list[tuple[int, str, str]]:
+        query = select(_ID, _CHANNEL, _PAYLOAD).where(_ID > low).order_by(_ID).limit(1000)
+        rows = self._bus.database.run(lambda c: c.execute(query).all())
+        return [(int(row_id), str(channel), str(payload)) for row_id, channel, payload in rows]
+
     def _run(self) -> None:
         while True:
             time.sleep(self._bus.poll_interval)
@@ -75,11 +80,7 @@ class _Poller:
                     return
                 low = max(0, self._cursor - self.LOOKBACK)
             try:
-                rows = self._bus.database.run(
-                    lambda c: c.execute(
-                        select(_ID, _CHANNEL, _PAYLOAD).where(_ID > low).order_by(_ID).limit(1000)
-                    ).all()
-                )
+                rows = self._fetch(low)
             except BackendUnavailable as exc:
                 if not self._failing:
                     logger.warning("SQL message bus: polling failed, retrying: %s", exc)

@@ -108,7 +108,8 @@ class SqlTaskStore:
     def prune(self) -> int:
         """Delete every expired task; how many were deleted."""
         now = self.clock()
-        return self.database.retried(lambda connection: connection.execute(delete(table).where(_EXPIRES < now)).rowcount)
+        expired = delete(table).where(_EXPIRES < now)
+        return self.database.retried(lambda connection: connection.execute(expired).rowcount)
 
     def _read(self, connection: Connection, task_id: str) -> tuple[TaskRecord, int] | None:
         row = connection.execute(
