@@ -175,7 +175,8 @@ def test_sql_tables_an_app_migrated_itself_are_used_as_they_are(url: str) -> Non
     engine = create_engine(url)
     metadata.create_all(engine)
     assert set(inspect(engine).get_table_names()) == {
-        "flask_mcp_sessions", "flask_mcp_messages", "flask_mcp_stream_events", "flask_mcp_tasks"}
+        "flask_mcp_sessions", "flask_mcp_messages", "flask_mcp_stream_events", "flask_mcp_tasks",
+        "flask_mcp_rate_limits"}
     backend = open_backend(engine, timeout=60, instance_path=".")
     session = full_session()
     backend.sessions.create(session)
