@@ -20,7 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_NAME": None,  # defaults to the Flask app's name
     "MCP_VERSION": None,  # defaults to "0.0.0"
     "MCP_INSTRUCTIONS": None,  # static instructions (per request: @mcp.instructions)
-    "MCP_BACKEND": "sqlite://",  # a file in the app's instance folder; or redis://..., postgresql://..., the app's Flask-SQLAlchemy db
+    "MCP_BACKEND": "sqlite://",  # a file in the instance folder; or redis://..., postgresql://..., a Flask-SQLAlchemy db
     "MCP_SESSION_TIMEOUT": 3600,  # seconds a legacy session may stay idle
     "MCP_MAX_CONTENT_LENGTH": 4 * 1024 * 1024,  # bytes; larger request bodies get 413
     "MCP_PAGE_SIZE": 100,  # items per list page (opaque cursors)

@@ -153,7 +153,8 @@ def sql_backend(database: SqlDatabase, clock: FakeClock) -> Backend:
         database.close()
 
     return Backend(
-        SqlSessionStore(database, timeout=TIMEOUT, clock=clock),
+        SqlSessionStore(database, timeout=TIMEOUT, clock=clock,
+                        bus=bus if isinstance(bus, PostgresMessageBus) else None),
         bus,
         SqlEventLog(database, retention=RETENTION, clock=clock),
         SqlTaskStore(database, clock=clock),

@@ -67,7 +67,9 @@ def backend_on(database: SqlDatabase, options: BackendOptions) -> Backend:
         database.close()
 
     return Backend(
-        sessions=SqlSessionStore(database, timeout=options.timeout),
+        sessions=SqlSessionStore(
+            database, timeout=options.timeout, bus=bus if isinstance(bus, PostgresMessageBus) else None
+        ),
         bus=bus,
         events=SqlEventLog(database, retention=options.retention),
         tasks=SqlTaskStore(database),

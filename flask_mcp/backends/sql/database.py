@@ -76,13 +76,19 @@ class SqlDatabase:
     def describe(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
-    def run(self, operation: Callable[[Connection], _T]) -> _T:
+    def run(self, operation: Callable[[Connection], _T], *, autocommit: bool = False) -> _T:
         """``operation(connection)`` in one transaction on a pooled connection,
-        committed when it returns; a driver fault becomes :class:`BackendUnavailable`."""
+        committed when it returns; a driver fault becomes :class:`BackendUnavailable`.
+        ``autocommit``: each statement commits on its own (no ``BEGIN`` and
+        ``COMMIT`` round trips: a read of one row is one round trip)."""
         self._after_fork()
         try:
             if not self._ready:
                 self.prepare()
+            if autocommit:
+                with self.engine.connect() as connection:
+                    connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+                    return operation(connection)
             with self.engine.begin() as connection:
                 return operation(connection)
         except SQLAlchemyError as exc:
@@ -92,20 +98,20 @@ class SqlDatabase:
                 self._ready = False
             raise self._fault(exc) from exc
 
-    def retried(self, operation: Callable[[Connection], _T]) -> _T:
+    def retried(self, operation: Callable[[Connection], _T], *, autocommit: bool = False) -> _T:
         """:meth:`run`, once more after a lost connection (a server restart
         leaves the pool's sockets dead; SQLAlchemy drops them on the first
         error), and once more after a missing table (made again on the retry).
         For operations that may run twice: reads and idempotent writes."""
         for _attempt in range(2):
             try:
-                return self.run(operation)
+                return self.run(operation, autocommit=autocommit)
             except BackendUnavailable as exc:
                 cause = exc.__cause__
                 lost = isinstance(cause, DBAPIError) and cause.connection_invalidated
                 if not (lost or isinstance(cause, ProgrammingError | OperationalError) and not self._ready):
                     raise
-        return self.run(operation)
+        return self.run(operation, autocommit=autocommit)
 
     def prepare(self) -> None:
         """Create the tables that are missing. On PostgreSQL the creators queue

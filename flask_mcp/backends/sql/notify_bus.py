@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, text
@@ -32,6 +32,8 @@ PG_CHANNEL = "flask_mcp"
 MAX_PAYLOAD = 7900
 #: A notification naming a row of ``flask_mcp_messages`` starts with this.
 _ROW = "#"
+#: A notification that a session changed (its id follows): copies of it are dropped.
+_INVALIDATE = "!"
 
 
 class _Listener:
@@ -51,10 +53,34 @@ class _Listener:
         self._connection: Any = None
         self._pid = os.getpid()
         self.closed = False
+        #: Bumped whenever the connection opens or breaks: a session copy read
+        #: under one epoch is not trusted under another (invalidations were missed).
+        self.epoch = 0
+        #: Called with the id of each session another worker changed (``!<id>`` notifications).
+        self.invalidation_handlers: list[Callable[[str], None]] = []
+        self._next_attempt = 0.0
 
     @property
     def listening(self) -> bool:
         return self._connection is not None and self._pid == os.getpid()
+
+    def live_epoch(self) -> int | None:
+        """The current epoch while this process listens, else ``None`` (after
+        starting the connection when no attempt failed in the last second)."""
+        if self.listening:
+            return self.epoch
+        if self.closed or time.monotonic() < self._next_attempt:
+            return None
+        with self._lock:
+            if self._pid != os.getpid():
+                self._subscriptions, self._connection, self._pid = set(), None, os.getpid()
+            if self._connection is None:
+                try:
+                    self._start()
+                except BackendUnavailable:
+                    self._next_attempt = time.monotonic() + 1.0
+                    return None
+        return self.epoch
 
     def subscribe(self, channels: Sequence[str]) -> SqlSubscription:
         subscription = SqlSubscription(self, channels)
@@ -95,6 +121,7 @@ class _Listener:
             raise BackendUnavailable(f"PostgreSQL message bus ({self._bus.database.describe()}) "
                                      f"cannot listen: {type(exc).__name__}: {exc}") from exc
         self._connection = connection
+        self.epoch += 1
         thread = threading.Thread(target=self._run, args=(connection,), name="flask-mcp-pg-listener", daemon=True)
         thread.start()
 
@@ -116,6 +143,7 @@ class _Listener:
             if self._connection is not connection:
                 return  # closed on purpose, or already replaced
             self._connection = None
+            self.epoch += 1
             subscriptions, self._subscriptions = self._subscriptions, set()
         message = f"PostgreSQL message bus ({self._bus.database.describe()}) lost its listening connection: {reason}"
         logger.warning("%s; subscribing again reconnects", message)
@@ -127,6 +155,10 @@ class _Listener:
             pass
 
     def _dispatch(self, payload: str) -> None:
+        if payload.startswith(_INVALIDATE):
+            for handler in self.invalidation_handlers:
+                handler(payload[len(_INVALIDATE):])
+            return
         try:
             if payload.startswith(_ROW):
                 row_id = int(payload[len(_ROW):])
@@ -185,6 +217,19 @@ class PostgresMessageBus:
     def subscribe(self, channels: Sequence[str]) -> SqlSubscription:
         return self._listener.subscribe(channels)
 
+    def live_epoch(self) -> int | None:
+        """See :meth:`_Listener.live_epoch` (the session store's copies use it)."""
+        return self._listener.live_epoch()
+
+    def on_invalidation(self, handler: Callable[[str], None]) -> None:
+        """Call ``handler(session_id)`` for every session another worker changed."""
+        self._listener.invalidation_handlers.append(handler)
+
     def close(self) -> None:
         """Close the listening connection (``Backend.close``)."""
         self._listener.close()
+
+
+#: Run after a session's row changed (in the same connection): every
+#: listening worker drops its copy of that session.
+INVALIDATE_SESSION = text(f"SELECT pg_notify('{PG_CHANNEL}', '{_INVALIDATE}' || :id)")

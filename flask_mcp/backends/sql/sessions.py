@@ -1,25 +1,55 @@
-"""Legacy sessions as rows of the app's database (``flask_mcp_sessions``)."""
+"""Legacy sessions as rows of the app's database (``flask_mcp_sessions``),
+and on PostgreSQL each process's copies of the records it read, kept honest
+by the notifications every write sends (``notify_bus.py``)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, update
 
 from ..contracts import DEFAULT_IO_TIMEOUT, Session, StoreCount
 from ..session_records import dump_record, load_record
 from .database import SqlDatabase, database_for
+from .notify_bus import INVALIDATE_SESSION, PostgresMessageBus
 from .tables import sessions as table
 
 _ID, _RECORD, _LAST_SEEN = table.c.id, table.c.record, table.c.last_seen
+
+# Built once: constructing a statement costs more than executing a cached one.
+_READ = select(_RECORD, _LAST_SEEN).where(_ID == bindparam("sid"), _LAST_SEEN >= bindparam("cutoff_"))
+_REFRESH_STALE = update(table).where(_ID == bindparam("sid"), _LAST_SEEN < bindparam("stamp")).values(
+    last_seen=bindparam("stamp"))
+_REFRESH_LIVE = update(table).where(_ID == bindparam("sid"), _LAST_SEEN >= bindparam("cutoff_")).values(
+    last_seen=bindparam("stamp"))
+_SAVE = update(table).where(_ID == bindparam("sid"), _LAST_SEEN >= bindparam("cutoff_")).values(
+    record=bindparam("text"))
+_DELETE = delete(table).where(_ID == bindparam("sid"))
+_FORGET = delete(table).where(_ID == bindparam("sid"), _LAST_SEEN < bindparam("cutoff_"))
 
 
 class SqlSessionStore:
     """Sessions as JSON rows; ``last_seen`` is the idle timer, written back
     by a read only when it is more than ``refresh_slack`` seconds old (a read
     is far cheaper than a write). An expired session, once reported gone, is
-    deleted, so it stays gone whatever the clock says later."""
+    deleted, so it stays gone whatever the clock says later. Single
+    statements run in autocommit (one round trip each).
+
+    With a PostgreSQL ``bus``, each process keeps the records it read and
+    answers a session's next requests from that copy, without a round trip,
+    while its listening connection is up (the one the bus holds anyway):
+    every write here notifies every listener, which drops its copy. A copy
+    is trusted for ``cache_max_age`` seconds at most, which bounds how long a
+    change made without a notification (a hand-written ``UPDATE``) goes unseen."""
+
+    #: Seconds a copy is trusted (0: no copies).
+    cache_max_age = 1.0
+    #: Copies kept per process (the oldest is dropped past this).
+    cache_size = 4096
+    #: A record longer than this is not kept (it is read each time).
+    cache_record_max = 64 * 1024
 
     def __init__(
         self,
@@ -29,6 +59,7 @@ class SqlSessionStore:
         clock: Callable[[], float] = time.time,
         io_timeout: float = DEFAULT_IO_TIMEOUT,
         prune_interval: float = 60.0,
+        bus: PostgresMessageBus | None = None,
     ) -> None:
         self.database = database_for(database, io_timeout)
         self.timeout = timeout
@@ -37,6 +68,14 @@ class SqlSessionStore:
         #: How stale ``last_seen`` may get before a read refreshes it.
         self.refresh_slack = min(60.0, timeout / 10)
         self._last_prune: float | None = None
+        self._bus = bus
+        #: session id -> (listener epoch, read at, last_seen, record)
+        self._copies: dict[str, tuple[int, float, float, str]] = {}
+        #: Bumped by every invalidation: a read that saw it change keeps no copy.
+        self._generation = 0
+        self._copies_lock = threading.Lock()
+        if bus is not None:
+            bus.on_invalidation(self._invalidated)
 
     def create(self, session: Session) -> None:
         now = self.clock()
@@ -48,30 +87,47 @@ class SqlSessionStore:
 
         def create(connection: Connection) -> None:
             # A replaced id (never one of ours: they are random) is written over.
-            connection.execute(delete(table).where(_ID == session.id))
+            replaced = connection.execute(_DELETE, {"sid": session.id}).rowcount
             connection.execute(insert(table).values(id=session.id, record=record, last_seen=now))
             if prune:
                 connection.execute(delete(table).where(_LAST_SEEN < now - self.timeout))
+            if replaced:
+                self._changed(connection, session.id)
 
         self.database.retried(create)
 
     def get(self, session_id: str) -> Session | None:
         now = self.clock()
+        epoch = self._bus.live_epoch() if self._bus is not None and self.cache_max_age > 0 else None
+        if epoch is not None:
+            copy = self._copies.get(session_id)
+            if (
+                copy is not None and copy[0] == epoch and 0.0 <= now - copy[1] <= self.cache_max_age
+                and now - copy[2] <= self.refresh_slack
+            ):
+                session = Session.from_dict(load_record(copy[3]))
+                session.last_seen = now
+                return session
+        generation = self._generation
 
-        def get(connection: Connection) -> str | None:
-            row = connection.execute(
-                select(_RECORD, _LAST_SEEN).where(_ID == session_id, _LAST_SEEN >= now - self.timeout)
-            ).first()
+        def get(connection: Connection) -> tuple[str, float] | None:
+            row = connection.execute(_READ, {"sid": session_id, "cutoff_": now - self.timeout}).first()
             if row is None:
                 self._forget_expired(connection, session_id, now)
                 return None
-            if now - row[1] > self.refresh_slack:
-                connection.execute(update(table).where(_ID == session_id, _LAST_SEEN < now).values(last_seen=now))
-            return str(row[0])
+            last_seen = float(row[1])
+            if now - last_seen > self.refresh_slack:
+                connection.execute(_REFRESH_STALE, {"sid": session_id, "stamp": now})
+                last_seen = now
+            return str(row[0]), last_seen
 
-        record = self.database.retried(get)
-        if record is None:
+        found = self.database.retried(get, autocommit=True)
+        if found is None:
+            self._drop(session_id)
             return None
+        record, last_seen = found
+        if epoch is not None and len(record) <= self.cache_record_max:
+            self._keep(session_id, (epoch, now, last_seen, record), generation)
         session = Session.from_dict(load_record(record))
         session.last_seen = now
         return session
@@ -81,30 +137,32 @@ class SqlSessionStore:
         now = self.clock()
 
         def touch(connection: Connection) -> bool:
-            refreshed = connection.execute(
-                update(table).where(_ID == session_id, _LAST_SEEN >= now - self.timeout).values(last_seen=now)
-            )
+            refreshed = connection.execute(_REFRESH_LIVE, {"sid": session_id, "cutoff_": now - self.timeout, "stamp": now})
             if refreshed.rowcount > 0:
                 return True
             self._forget_expired(connection, session_id, now)
             return False
 
-        return self.database.retried(touch)
+        return self.database.retried(touch, autocommit=True)
 
     def save(self, session: Session) -> None:
         """Replace the record, keeping the idle timer; an expired or deleted session stays gone."""
-        record = dump_record(session.to_dict())
-        cutoff = self.clock() - self.timeout
-        self.database.retried(
-            lambda connection: connection.execute(
-                update(table).where(_ID == session.id, _LAST_SEEN >= cutoff).values(record=record)
-            )
-        )
+        values = {"sid": session.id, "cutoff_": self.clock() - self.timeout, "text": dump_record(session.to_dict())}
+
+        def save(connection: Connection) -> None:
+            if connection.execute(_SAVE, values).rowcount:
+                self._changed(connection, session.id)
+
+        self.database.retried(save, autocommit=True)
 
     def delete(self, session_id: str) -> bool:
-        return self.database.retried(
-            lambda connection: connection.execute(delete(table).where(_ID == session_id)).rowcount > 0
-        )
+        def delete_(connection: Connection) -> bool:
+            deleted = connection.execute(_DELETE, {"sid": session_id}).rowcount > 0
+            if deleted:
+                self._changed(connection, session_id)
+            return deleted
+
+        return self.database.retried(delete_, autocommit=True)
 
     def __len__(self) -> int:
         """Live sessions (for tests and diagnostics)."""
@@ -122,7 +180,8 @@ class SqlSessionStore:
         return self.database.retried(count)
 
     def prune(self) -> int:
-        """Delete every expired row; how many were deleted."""
+        """Delete every expired row; how many were deleted. (An expired
+        session is never answered from a copy, so no notification is needed.)"""
         cutoff = self.clock() - self.timeout
         return self.database.retried(
             lambda connection: connection.execute(delete(table).where(_LAST_SEEN < cutoff)).rowcount
@@ -136,4 +195,36 @@ class SqlSessionStore:
         return SqlRateLimitStorage(self.database)
 
     def _forget_expired(self, connection: Connection, session_id: str, now: float) -> None:
-        connection.execute(delete(table).where(_ID == session_id, _LAST_SEEN < now - self.timeout))
+        if connection.execute(_FORGET, {"sid": session_id, "cutoff_": now - self.timeout}).rowcount:
+            self._changed(connection, session_id)
+
+    # ------------------------------------------------------------------ copies
+
+    def _changed(self, connection: Connection, session_id: str) -> None:
+        """After a write of ``session_id``'s row: drop this process's copy, and
+        (on PostgreSQL) tell every other listener to drop theirs."""
+        self._drop(session_id)
+        if self._bus is not None:
+            connection.execute(INVALIDATE_SESSION, {"id": session_id})
+
+    def _invalidated(self, session_id: str) -> None:
+        """Another worker (or this one) changed ``session_id`` (the listener's thread)."""
+        with self._copies_lock:
+            self._generation += 1
+            self._copies.pop(session_id, None)
+
+    def _drop(self, session_id: str) -> None:
+        if session_id in self._copies:
+            with self._copies_lock:
+                self._copies.pop(session_id, None)
+
+    def _keep(self, session_id: str, copy: tuple[int, float, float, str], generation: int) -> None:
+        """Keep a copy, unless an invalidation arrived while it was read (it may predate the change)."""
+        with self._copies_lock:
+            if self._generation != generation:
+                return
+            copies = self._copies
+            copies.pop(session_id, None)
+            while len(copies) >= self.cache_size:
+                copies.pop(next(iter(copies)))
+            copies[session_id] = copy
