@@ -1,8 +1,9 @@
 """A private PostgreSQL cluster for the tests: Debian's binaries (or any on
 ``PATH``, or in ``MCP_TEST_POSTGRES_BIN``), ``initdb`` into a temporary
 folder, ``postgres`` on a free loopback port with trust authentication and
-no fsync (tests need no durability against power loss: a crash of the
-server process loses nothing). One cluster serves the whole test session
+no fsync (tests need no durability against power loss; commits are still
+written to the WAL before they return, so a crash of the server's processes
+loses nothing committed). One cluster serves the whole test session
 (:func:`shared_postgres`); a test that crashes its server starts its own.
 ``initdb`` refuses to run as root, so as root both run as ``nobody``. Every
 process stopped here was started here, by its PID."""
@@ -72,8 +73,7 @@ class PostgresCluster:
             self._initdb()
         log = (self.folder / "postgres.log").open("ab")
         command = [*_as_server_user(), str(self.bin / "postgres"), "-D", str(self.data), "-k", str(self.folder),
-                   "-h", "127.0.0.1", "-p", str(self.port), "-c", "fsync=off", "-c", "synchronous_commit=off",
-                   "-c", "full_page_writes=off", "-c", f"max_connections={self.max_connections}"]
+                   "-h", "127.0.0.1", "-p", str(self.port), "-c", "fsync=off", "-c", "full_page_writes=off", "-c", f"max_connections={self.max_connections}"]
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
         log.close()
         deadline = time.monotonic() + 60

@@ -4,6 +4,9 @@ by the notifications every write sends (``notify_bus.py``)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +15,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, sele
 
 from ..contracts import DEFAULT_IO_TIMEOUT, Session, StoreCount
 from ..session_records import dump_record, load_record
+from ..sqlite.change_stamps import ChangeStamps
 from .database import SqlDatabase, database_for
 from .notify_bus import INVALIDATE_SESSION, PostgresMessageBus
 from .tables import sessions as table
@@ -69,8 +73,10 @@ class SqlSessionStore:
         self.refresh_slack = min(60.0, timeout / 10)
         self._last_prune: float | None = None
         self._bus = bus
-        #: session id -> (listener epoch, read at, last_seen, record)
-        self._copies: dict[str, tuple[int, float, float, str]] = {}
+        #: session id -> (listener epoch, read at, last_seen, record, change stamp)
+        self._copies: dict[str, tuple[int, float, float, str, int]] = {}
+        self._stamps: ChangeStamps | None = None
+        self._stamps_opened = False
         #: Bumped by every invalidation: a read that saw it change keeps no copy.
         self._generation = 0
         self._copies_lock = threading.Lock()
@@ -85,25 +91,33 @@ class SqlSessionStore:
         if prune:
             self._last_prune = now
 
-        def create(connection: Connection) -> None:
+        def create(connection: Connection) -> bool:
             # A replaced id (never one of ours: they are random) is written over.
             replaced = connection.execute(_DELETE, {"sid": session.id}).rowcount
             connection.execute(insert(table).values(id=session.id, record=record, last_seen=now))
             if prune:
                 connection.execute(delete(table).where(_LAST_SEEN < now - self.timeout))
-            if replaced:
-                self._changed(connection, session.id)
+            if replaced and self._bus is not None:
+                connection.execute(INVALIDATE_SESSION, {"id": session.id})  # sent at the commit
+            return bool(replaced)
 
-        self.database.retried(create)
+        if self.database.retried(create):
+            self._drop(session.id)
+            if self._stamps is not None:
+                self._stamps.bump(session.id)  # after the commit
 
     def get(self, session_id: str) -> Session | None:
         now = self.clock()
         epoch = self._bus.live_epoch() if self._bus is not None and self.cache_max_age > 0 else None
+        stamps = self._stamps if self._stamps_opened else self._open_stamps()
+        if stamps is None:
+            epoch = None
+        stamp = stamps.read(session_id) if stamps is not None else 0  # before the read, see change_stamps.py
         if epoch is not None:
             copy = self._copies.get(session_id)
             if (
-                copy is not None and copy[0] == epoch and 0.0 <= now - copy[1] <= self.cache_max_age
-                and now - copy[2] <= self.refresh_slack
+                copy is not None and copy[0] == epoch and copy[4] == stamp
+                and 0.0 <= now - copy[1] <= self.cache_max_age and now - copy[2] <= self.refresh_slack
             ):
                 session = Session.from_dict(load_record(copy[3]))
                 session.last_seen = now
@@ -127,7 +141,7 @@ class SqlSessionStore:
             return None
         record, last_seen = found
         if epoch is not None and len(record) <= self.cache_record_max:
-            self._keep(session_id, (epoch, now, last_seen, record), generation)
+            self._keep(session_id, (epoch, now, last_seen, record, stamp), generation)
         session = Session.from_dict(load_record(record))
         session.last_seen = now
         return session
@@ -137,7 +151,8 @@ class SqlSessionStore:
         now = self.clock()
 
         def touch(connection: Connection) -> bool:
-            refreshed = connection.execute(_REFRESH_LIVE, {"sid": session_id, "cutoff_": now - self.timeout, "stamp": now})
+            values = {"sid": session_id, "cutoff_": now - self.timeout, "stamp": now}
+            refreshed = connection.execute(_REFRESH_LIVE, values)
             if refreshed.rowcount > 0:
                 return True
             self._forget_expired(connection, session_id, now)
@@ -206,6 +221,23 @@ class SqlSessionStore:
         self._drop(session_id)
         if self._bus is not None:
             connection.execute(INVALIDATE_SESSION, {"id": session_id})
+            if self._stamps is not None:
+                # Autocommit: the change is committed. The other workers of this
+                # machine see the stamp before this request is answered; those of
+                # other hosts drop their copies when the notification arrives.
+                self._stamps.bump(session_id)
+
+    def _open_stamps(self) -> ChangeStamps | None:
+        """The change stamps the workers of this machine share for this
+        database (a file in the temporary folder named after the database):
+        a notification reaches another worker's listener a moment after the
+        write, and the client's next request may be quicker."""
+        if self._bus is not None:
+            url = self.database.engine.url.render_as_string(hide_password=True)
+            name = f"flask-mcp-{hashlib.sha256(url.encode()).hexdigest()[:20]}-{os.getuid()}.stamps"
+            self._stamps = ChangeStamps.open(os.path.join(tempfile.gettempdir(), name))
+        self._stamps_opened = True
+        return self._stamps
 
     def _invalidated(self, session_id: str) -> None:
         """Another worker (or this one) changed ``session_id`` (the listener's thread)."""
@@ -218,7 +250,7 @@ class SqlSessionStore:
             with self._copies_lock:
                 self._copies.pop(session_id, None)
 
-    def _keep(self, session_id: str, copy: tuple[int, float, float, str], generation: int) -> None:
+    def _keep(self, session_id: str, copy: tuple[int, float, float, str, int], generation: int) -> None:
         """Keep a copy, unless an invalidation arrived while it was read (it may predate the change)."""
         with self._copies_lock:
             if self._generation != generation:
