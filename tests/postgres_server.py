@@ -73,7 +73,8 @@ class PostgresCluster:
             self._initdb()
         log = (self.folder / "postgres.log").open("ab")
         command = [*_as_server_user(), str(self.bin / "postgres"), "-D", str(self.data), "-k", str(self.folder),
-                   "-h", "127.0.0.1", "-p", str(self.port), "-c", "fsync=off", "-c", "full_page_writes=off", "-c", f"max_connections={self.max_connections}"]
+                   "-h", "127.0.0.1", "-p", str(self.port), "-c", "fsync=off", "-c", "full_page_writes=off",
+                   "-c", f"max_connections={self.max_connections}"]
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
         log.close()
         deadline = time.monotonic() + 60

@@ -69,3 +69,55 @@ rate_limits = Table(
     Column("expires", Double, nullable=False),
     Index("flask_mcp_rate_limits_expires", "expires"),
 )
+
+#: The OAuth authorization server's state (``MCP_OAUTH``), when its store is
+#: this database (``flask_mcp/auth/oauth/sql_store.py``): codes, used codes,
+#: tokens (all as SHA-256 hashes) and dynamically registered clients.
+oauth_codes = Table(
+    "flask_mcp_oauth_codes",
+    metadata,
+    Column("code_hash", String(128), primary_key=True),
+    Column("client_id", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("redirect_uri", Text, nullable=False),
+    Column("scope", Text, nullable=False),
+    Column("resource", Text, nullable=False),
+    Column("code_challenge", Text, nullable=False),
+    Column("code_challenge_method", Text, nullable=False),
+    Column("expires_at", Double, nullable=False),
+)
+oauth_used_codes = Table(
+    "flask_mcp_oauth_used_codes",
+    metadata,
+    Column("code_hash", String(128), primary_key=True),
+    Column("family", Text, nullable=False),
+    Column("replayed", Integer, nullable=False, default=0),
+    Column("expires_at", Double, nullable=False),
+)
+oauth_tokens = Table(
+    "flask_mcp_oauth_tokens",
+    metadata,
+    Column("access_hash", String(128), primary_key=True),
+    Column("refresh_hash", String(128), nullable=True, unique=True),
+    Column("family", String(128), nullable=False),
+    Column("client_id", String(255), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("scope", Text, nullable=False),
+    Column("resource", Text, nullable=False),
+    Column("issued_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+    Column("refresh_expires_at", Double, nullable=False),
+    Column("revoked", Integer, nullable=False, default=0),
+    Column("rotated", Integer, nullable=False, default=0),
+    Column("client_name", Text, nullable=False),
+    Column("last_used", Double, nullable=True),
+    Index("flask_mcp_oauth_tokens_family", "family"),
+    Index("flask_mcp_oauth_tokens_user", "user_id", "client_id"),
+)
+oauth_clients = Table(
+    "flask_mcp_oauth_clients",
+    metadata,
+    Column("client_id", String(255), primary_key=True),
+    Column("document", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+)
