@@ -257,3 +257,20 @@ def test_sql_other_databases_get_the_polling_bus(tmp_path: Path) -> None:
         assert subscription.get(5) == ("p", {"n": 1})
     backend.close()
     engine.dispose()
+
+
+def test_sql_ids_postgresql_cannot_store_read_as_unknown_not_as_a_fault(url: str) -> None:
+    """A client's made-up session or task id with a NUL in it (JSON can carry one) is
+    simply unknown: PostgreSQL text cannot hold it, and the query must not fail with 503."""
+    backend = _open(url)
+    assert backend.tasks is not None and backend.events is not None
+    assert backend.sessions.get("abc\x00def") is None
+    assert backend.sessions.touch("abc\x00def") is False
+    assert backend.sessions.delete("abc\x00def") is False
+    assert backend.tasks.get("task\x00") is None
+    assert backend.tasks.update("task\x00", lambda record: True) is None
+    assert backend.events.read("s\x00/x", 0) is None
+    long_id = "x" * 5000  # longer than the id column: unknown too
+    assert backend.sessions.get(long_id) is None
+    assert backend.tasks.get(long_id) is None
+    backend.close()

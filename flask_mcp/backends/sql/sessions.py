@@ -107,6 +107,8 @@ class SqlSessionStore:
                 self._stamps.bump(session.id)  # after the commit
 
     def get(self, session_id: str) -> Session | None:
+        if "\x00" in session_id:  # no id of ours; PostgreSQL text cannot hold it (an error, not "unknown")
+            return None
         now = self.clock()
         epoch = self._bus.live_epoch() if self._bus is not None and self.cache_max_age > 0 else None
         stamps = self._stamps if self._stamps_opened else self._open_stamps()
@@ -148,6 +150,8 @@ class SqlSessionStore:
 
     def touch(self, session_id: str) -> bool:
         """Refresh the idle timer without reading; ``False`` if unknown or expired."""
+        if "\x00" in session_id:
+            return False
         now = self.clock()
 
         def touch(connection: Connection) -> bool:
@@ -171,6 +175,9 @@ class SqlSessionStore:
         self.database.retried(save, autocommit=True)
 
     def delete(self, session_id: str) -> bool:
+        if "\x00" in session_id:
+            return False
+
         def delete_(connection: Connection) -> bool:
             deleted = connection.execute(_DELETE, {"sid": session_id}).rowcount > 0
             if deleted:

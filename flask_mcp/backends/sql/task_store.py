@@ -56,10 +56,14 @@ class SqlTaskStore:
         self.database.retried(create)
 
     def get(self, task_id: str) -> TaskRecord | None:
+        if "\x00" in task_id:  # no id of ours; PostgreSQL text cannot hold it (an error, not "unknown")
+            return None
         found = self.database.retried(lambda connection: self._read(connection, task_id))
         return None if found is None else found[0]
 
     def update(self, task_id: str, change: Callable[[TaskRecord], bool]) -> TaskRecord | None:
+        if "\x00" in task_id:
+            return None
         for _ in range(self.MAX_ATTEMPTS):
             found = self.database.retried(lambda connection: self._read(connection, task_id))
             if found is None:
