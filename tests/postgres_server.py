@@ -24,6 +24,8 @@ from pathlib import Path
 import psycopg
 from conftest import free_port, unavailable
 
+from flask_mcp.backends.sql import SqlDatabase, metadata
+
 #: The user ``initdb`` makes the superuser, and the clients' user.
 USER = "postgres"
 
@@ -183,3 +185,24 @@ def shared_postgres() -> PostgresCluster:
         _shared = cluster
         atexit.register(cluster.stop)
     return _shared
+
+
+_contract_database: str | None = None
+
+
+def contract_database() -> str:
+    """The URL of the PostgreSQL database the SQL cases share (one per test
+    session, on the session's cluster); each case starts with its tables emptied."""
+    global _contract_database
+    cluster = shared_postgres()
+    if _contract_database is None or not _contract_database.startswith(cluster.url("")):
+        _contract_database = cluster.create_database("contract")
+    return _contract_database
+
+
+def empty_sql_tables(database: SqlDatabase) -> None:
+    """Our tables, made if missing and emptied (a case sees no earlier case's rows)."""
+    database.prepare()
+    with database.engine.begin() as connection:
+        for table in metadata.sorted_tables:
+            connection.execute(table.delete())

@@ -16,6 +16,7 @@ import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from postgres_server import contract_database, empty_sql_tables
 from redis_server import shared_cluster
 from sqlalchemy import create_engine
 
@@ -33,7 +34,6 @@ from flask_mcp.backends.sql import (
     SqlEventLog,
     SqlSessionStore,
     SqlTaskStore,
-    metadata,
 )
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 from flask_mcp.protocol.events import EventLog
@@ -115,33 +115,11 @@ ALL = ["memory", "sqlite", *REDIS, "redis-cluster", *SQL, "cachelib-simple", "ca
 WITH_CLOCK = [name for name in ALL if not name.startswith("redis")]
 WITH_BUS = ["memory", "sqlite", *REDIS, "redis-cluster", *SQL]
 #: Shared between processes (a child process can reach the same sessions).
-SHARED = ["sqlite", *REDIS, "redis-cluster", *SQL, "cachelib-filesystem"]
-SHARED_BUS = ["sqlite", *REDIS, "redis-cluster", *SQL]
+#: (Not the Flask-SQLAlchemy case: its child process opens the URL, as the plain case does.)
+SHARED = ["sqlite", *REDIS, "redis-cluster", "postgresql", "sql-sqlite", "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", *REDIS, "redis-cluster", "postgresql", "sql-sqlite"]
 #: Where the event log's retention runs on the test clock.
 CLOCKED_EVENTS = ["memory", "sqlite", *SQL]
-
-_contract_database: str | None = None
-
-
-def contract_database() -> str:
-    """The URL of the PostgreSQL database the SQL cases share (one per test
-    session, on the session's cluster); each case starts with its tables emptied."""
-    global _contract_database
-    from postgres_server import shared_postgres
-
-    cluster = shared_postgres()
-    if _contract_database is None or not _contract_database.startswith(cluster.url("")):
-        _contract_database = cluster.create_database("contract")
-    return _contract_database
-
-
-def empty_sql_tables(database: SqlDatabase) -> None:
-    """Our tables, made if missing and emptied (a case sees no earlier case's rows)."""
-    database.prepare()
-    with database.engine.begin() as connection:
-        for table in metadata.sorted_tables:
-            connection.execute(table.delete())
-
 
 def sql_backend(database: SqlDatabase, clock: FakeClock) -> Backend:
     """Every SQL store on ``database``, on the test clock; the bus its dialect gets."""

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from backend_cases import contract_database, empty_sql_tables
 from cachelib import SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from postgres_server import contract_database, empty_sql_tables
 from redis_server import shared_cluster
 
 from flask_mcp.backends import open_backend

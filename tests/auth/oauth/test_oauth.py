@@ -65,11 +65,13 @@ def app(request: pytest.FixtureRequest, tmp_path: Path, site: ClientSite) -> Ite
         yield make_app(tmp_path, site)
         return
     if request.param == "postgresql":
-        from postgres_server import shared_postgres
+        from postgres_server import contract_database, empty_sql_tables
 
-        app = make_app(tmp_path, site, MCP_OAUTH_STORE=shared_postgres().create_database("oauth"))
+        app = make_app(tmp_path, site, MCP_OAUTH_STORE=contract_database())
+        store = oauth_server(app).store
+        empty_sql_tables(store.database)  # the session's one database, emptied for each test
         yield app
-        oauth_server(app).store.database.close()
+        store.database.close()
         return
     url = redis_store_url(request, request.param)
     prefix = f"flask-mcp-test-oauth-{os.getpid()}-{time.monotonic_ns()}:"
