@@ -176,7 +176,8 @@ def test_sql_tables_an_app_migrated_itself_are_used_as_they_are(url: str) -> Non
     metadata.create_all(engine)
     assert set(inspect(engine).get_table_names()) == {
         "flask_mcp_sessions", "flask_mcp_messages", "flask_mcp_stream_events", "flask_mcp_tasks",
-        "flask_mcp_rate_limits"}
+        "flask_mcp_rate_limits", "flask_mcp_oauth_codes", "flask_mcp_oauth_used_codes", "flask_mcp_oauth_tokens",
+        "flask_mcp_oauth_clients"}
     backend = open_backend(engine, timeout=60, instance_path=".")
     session = full_session()
     backend.sessions.create(session)

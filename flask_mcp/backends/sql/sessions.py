@@ -11,13 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, text, update
 
 from ..contracts import DEFAULT_IO_TIMEOUT, Session, StoreCount
 from ..session_records import dump_record, load_record
 from ..sqlite.change_stamps import ChangeStamps
 from .database import SqlDatabase, database_for
-from .notify_bus import INVALIDATE_SESSION, PostgresMessageBus
+from .notify_bus import INVALIDATE_SESSION, PG_CHANNEL, PostgresMessageBus
 from .tables import sessions as table
 
 _ID, _RECORD, _LAST_SEEN = table.c.id, table.c.record, table.c.last_seen
@@ -32,6 +32,16 @@ _SAVE = update(table).where(_ID == bindparam("sid"), _LAST_SEEN >= bindparam("cu
     record=bindparam("text"))
 _DELETE = delete(table).where(_ID == bindparam("sid"))
 _FORGET = delete(table).where(_ID == bindparam("sid"), _LAST_SEEN < bindparam("cutoff_"))
+# PostgreSQL only (the store has a bus only there).
+_UPSERT = text(
+    "INSERT INTO flask_mcp_sessions (id, record, last_seen) VALUES (:sid, :text, :stamp) "
+    "ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, last_seen = EXCLUDED.last_seen "
+    "RETURNING xmax <> 0"
+)
+_SAVE_AND_NOTIFY = text(
+    "WITH saved AS (UPDATE flask_mcp_sessions SET record = :text WHERE id = :sid AND last_seen >= :cutoff_"
+    f" RETURNING id) SELECT pg_notify('{PG_CHANNEL}', '!' || id) FROM saved"
+)
 
 
 class SqlSessionStore:
@@ -101,7 +111,15 @@ class SqlSessionStore:
                 connection.execute(INVALIDATE_SESSION, {"id": session.id})  # sent at the commit
             return bool(replaced)
 
-        if self.database.retried(create):
+        def upsert(connection: Connection) -> bool:
+            # PostgreSQL: one statement, one round trip (``initialize`` waits for it);
+            # xmax is set on a row the statement updated rather than inserted.
+            replaced = connection.execute(_UPSERT, {"sid": session.id, "text": record, "stamp": now}).scalar()
+            if prune:
+                connection.execute(delete(table).where(_LAST_SEEN < now - self.timeout))
+            return bool(replaced)
+
+        if self.database.retried(upsert if self._bus is not None else create, autocommit=self._bus is not None):
             self._drop(session.id)
             if self._stamps is not None:
                 self._stamps.bump(session.id)  # after the commit
@@ -169,7 +187,10 @@ class SqlSessionStore:
         values = {"sid": session.id, "cutoff_": self.clock() - self.timeout, "text": dump_record(session.to_dict())}
 
         def save(connection: Connection) -> None:
-            if connection.execute(_SAVE, values).rowcount:
+            if self._bus is not None:  # PostgreSQL: the write and its notification, one round trip
+                if connection.execute(_SAVE_AND_NOTIFY, values).first() is not None:
+                    self._changed(connection, session.id, notified=True)
+            elif connection.execute(_SAVE, values).rowcount:
                 self._changed(connection, session.id)
 
         self.database.retried(save, autocommit=True)
@@ -222,12 +243,14 @@ class SqlSessionStore:
 
     # ------------------------------------------------------------------ copies
 
-    def _changed(self, connection: Connection, session_id: str) -> None:
+    def _changed(self, connection: Connection, session_id: str, *, notified: bool = False) -> None:
         """After a write of ``session_id``'s row: drop this process's copy, and
-        (on PostgreSQL) tell every other listener to drop theirs."""
+        (on PostgreSQL) tell every other listener to drop theirs (unless the
+        write's own statement did)."""
         self._drop(session_id)
         if self._bus is not None:
-            connection.execute(INVALIDATE_SESSION, {"id": session_id})
+            if not notified:
+                connection.execute(INVALIDATE_SESSION, {"id": session_id})
             if self._stamps is not None:
                 # Autocommit: the change is committed. The other workers of this
                 # machine see the stamp before this request is answered; those of
