@@ -275,3 +275,36 @@ def test_sql_ids_postgresql_cannot_store_read_as_unknown_not_as_a_fault(url: str
     assert backend.sessions.get(long_id) is None
     assert backend.tasks.get(long_id) is None
     backend.close()
+
+
+def test_sql_a_session_copy_is_served_until_another_hosts_write_is_notified(url: str, tmp_path: Path) -> None:
+    """Two "hosts" (their own engines, listeners and change-stamp files): a copy
+    answers reads without the database, and a save or delete on the other host
+    reaches it through NOTIFY alone (copies are trusted for a minute here)."""
+    here, there = _open(url), _open(url)
+    for backend, name in ((here, "here"), (there, "there")):
+        store = backend.sessions
+        assert isinstance(store, SqlSessionStore)
+        store.stamps_path = str(tmp_path / f"{name}.stamps")
+        store.cache_max_age = 60.0
+    session = full_session()
+    here.sessions.create(session)
+    assert here.sessions.get(session.id) is not None  # read once: a copy is kept
+
+    engine = create_engine(url)  # a write no flask-mcp makes: no notification
+    with engine.begin() as connection:
+        connection.exec_driver_sql("UPDATE flask_mcp_sessions SET record = replace(record, 'debug', 'error')")
+    copy = here.sessions.get(session.id)
+    assert copy is not None and copy.log_level == "debug"  # served from the copy
+
+    changed = there.sessions.get(session.id)
+    assert changed is not None and changed.log_level == "error"
+    changed.log_level = "warning"
+    there.sessions.save(changed)
+    _eventually(lambda: getattr(here.sessions.get(session.id), "log_level", None) == "warning",
+                "the notified save reached the other host", within=5)
+    there.sessions.delete(session.id)
+    _eventually(lambda: here.sessions.get(session.id) is None, "the notified delete reached the other host", within=5)
+    engine.dispose()
+    here.close()
+    there.close()

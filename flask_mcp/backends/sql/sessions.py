@@ -74,6 +74,7 @@ class SqlSessionStore:
         io_timeout: float = DEFAULT_IO_TIMEOUT,
         prune_interval: float = 60.0,
         bus: PostgresMessageBus | None = None,
+        stamps_path: str | None = None,
     ) -> None:
         self.database = database_for(database, io_timeout)
         self.timeout = timeout
@@ -83,6 +84,9 @@ class SqlSessionStore:
         self.refresh_slack = min(60.0, timeout / 10)
         self._last_prune: float | None = None
         self._bus = bus
+        #: The change stamps file of this machine's workers (``None``: one in
+        #: the temporary folder, named after the database).
+        self.stamps_path = stamps_path
         #: session id -> (listener epoch, read at, last_seen, record, change stamp)
         self._copies: dict[str, tuple[int, float, float, str, int]] = {}
         self._stamps: ChangeStamps | None = None
@@ -263,9 +267,12 @@ class SqlSessionStore:
         a notification reaches another worker's listener a moment after the
         write, and the client's next request may be quicker."""
         if self._bus is not None:
-            url = self.database.engine.url.render_as_string(hide_password=True)
-            name = f"flask-mcp-{hashlib.sha256(url.encode()).hexdigest()[:20]}-{os.getuid()}.stamps"
-            self._stamps = ChangeStamps.open(os.path.join(tempfile.gettempdir(), name))
+            path = self.stamps_path
+            if path is None:
+                url = self.database.engine.url.render_as_string(hide_password=True)
+                name = f"flask-mcp-{hashlib.sha256(url.encode()).hexdigest()[:20]}-{os.getuid()}.stamps"
+                path = os.path.join(tempfile.gettempdir(), name)
+            self._stamps = ChangeStamps.open(path)
         self._stamps_opened = True
         return self._stamps
 
