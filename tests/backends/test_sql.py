@@ -217,6 +217,8 @@ def test_sql_the_apps_flask_sqlalchemy_keeps_the_sessions_in_its_own_database(ur
     assert "LISTEN/NOTIFY" in app.extensions["mcp"].backend.describe()
     assert client.delete().status_code == 200
     app.extensions["mcp"].backend.close()
+    with app.app_context():
+        db.engine.dispose()  # the app's pool: the app would close it at its end
 
 
 def test_sql_flask_sqlalchemy_must_be_initialised_on_the_app_first() -> None:

@@ -114,10 +114,13 @@ class _Listener:
     def _start(self) -> None:
         """Open the listening connection (LISTEN is in effect when this returns:
         what is published afterwards reaches the new subscription)."""
+        connection = None
         try:
             connection = self._bus.database.listening_connection()
             connection.execute(f"LISTEN {PG_CHANNEL}")
         except Exception as exc:  # noqa: BLE001 - any driver error: the bus is unavailable
+            if connection is not None:
+                connection.close()
             raise BackendUnavailable(f"PostgreSQL message bus ({self._bus.database.describe()}) "
                                      f"cannot listen: {type(exc).__name__}: {exc}") from exc
         self._connection = connection
