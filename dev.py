@@ -68,13 +68,16 @@ def main(argv: list[str]) -> int:
         cmd = [str(BIN / "flask"), "--app", "example.app", "run", *argv[1:]]
     else:
         # The whole suite on the oldest and on the newest supported Flask/Werkzeug (the
-        # conformance run in the newest only, tox.ini), then the benchmark's own tests, the
-        # documentation site (-W), the package (sdist and wheel, twine check --strict), mypy
-        # and ruff. Arguments go to the suite's two runs only.
+        # conformance run in the newest only, tox.ini), and beside them, on the second core,
+        # the benchmark's own tests, the documentation site (-W), the package (sdist and wheel,
+        # twine check --strict), mypy and ruff. The two suite runs go one after the other
+        # (tox.ini: the newest `depends` on the oldest): they share Redis's Celery queue and the
+        # docs' 127.0.0.1:5000. Arguments go to the suite's two runs only.
         if argv[1:]:
             cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest", "--", *argv[1:]]
         else:
-            cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest,bench,docs,package,typing,style"]
+            cmd = [str(BIN / "tox"), "run-parallel", "--parallel", "2", "--parallel-live", "--parallel-no-spinner",
+                   "-e", "py-flaskoldest,py-flasklatest,bench,docs,package,typing,style"]
     return become(cmd, env)
 
 

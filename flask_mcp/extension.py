@@ -34,6 +34,7 @@ from .http.blueprint import create_blueprint
 from .http.capacity import gunicorn_workers
 from .http.state import MCPState
 from .protocol.bus import EVENTS_CHANNEL
+from .protocol.durable import SendDurable
 from .protocol.errors import InternalError
 from .protocol.info import ProtocolOptions, ServerInfo
 from .protocol.input_requests import state_key
@@ -154,6 +155,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             completions=self._completions,
             tasks=_tasks(app, backend, settings),
             skills=self._skills,
+            durable=_durable_runner(settings),
         )
         self._servers.append(server)
         if app.config.get("MCP_OAUTH"):  # the app as its own authorization server (flask-mcp[oauth])
@@ -366,6 +368,18 @@ def _tasks(app: Flask, backend: Backend, settings: Settings) -> Tasks | None:
         max_running=settings.task_max_running,
         queue=queue,
     ))
+
+
+def _durable_runner(settings: Settings) -> SendDurable | None:
+    """Where durable calls of legacy sessions go: Celery with ``MCP_TASK_RUNNER =
+    "celery"`` (its absence was reported by :func:`_tasks`); else nowhere, they run here."""
+    if settings.task_runner != "celery":
+        return None
+    try:
+        from .tasks import celery as celery_runner
+    except ImportError:
+        return None
+    return celery_runner.send_durable
 
 
 def _gauge_sources(state: MCPState) -> GaugeSources:

@@ -29,6 +29,12 @@ Keep-alive above the time clients keep an idle connection for reuse (Node's
 fetch: 4 s): with gunicorn's default of 2 s a client may send a request on a
 connection the worker is closing and see "other side closed".
 
+Deploys: ``post_worker_init`` also makes SIGTERM (which gunicorn sends its
+workers on ``kill -HUP``, ``USR2`` upgrades, ``max_requests`` and rolling
+restarts) close the streams of durable calls (docs/celery.md) at once with a
+``retry`` hint: their calls run on Celery, and the clients resume on another
+worker instead of holding this one until ``graceful_timeout``.
+
 Garbage collection: ``post_worker_init`` freezes what the worker has loaded
 (Flask, the app, its tools' schemas), so the collector's full passes no longer
 walk it every few thousand requests (bench/README.md: about 16 000
@@ -39,6 +45,8 @@ from __future__ import annotations
 
 import gc
 import os
+
+from .http import draining
 
 __all__ = ["accesslog", "graceful_timeout", "keepalive", "post_worker_init", "threads", "timeout", "worker_class",
            "workers"]
@@ -53,5 +61,7 @@ accesslog = "-"
 
 
 def post_worker_init(worker: object) -> None:
-    """Freeze the loaded app out of the garbage collector's reach."""
+    """Let durable streams go on SIGTERM (after gunicorn installed its handler,
+    which still runs); freeze the loaded app out of the garbage collector's reach."""
+    draining.install()
     gc.freeze()

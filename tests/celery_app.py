@@ -96,3 +96,17 @@ def tasked_question(seconds: float, ctx: Context) -> dict[str, Any]:
         ctx.check_cancelled()
         time.sleep(0.02)
     return {"greeting": f"Hello, {name}!", "worker": WORKER}
+
+
+@mcp.tool(durable=True)
+def durable_steps(steps: int, interval: float, ctx: Context, ask: bool = False) -> dict[str, Any]:
+    """A durable call (2025 sessions run it on Celery): reports progress ``steps``
+    times, ``interval`` seconds apart, asking for a name halfway when ``ask``."""
+    name = None
+    for i in range(1, steps + 1):
+        ctx.report_progress(i, steps)
+        if ask and i == steps // 2:
+            answer = ctx.elicit("What is your name?", NAME_SCHEMA)
+            name = answer.content.get("name") if answer.accepted and answer.content else None
+        time.sleep(interval)
+    return {"steps": steps, "name": name, "worker": WORKER}

@@ -137,7 +137,9 @@ def app(instance_folder: Path) -> Flask:
     """A bare Flask app in testing mode with a temporary instance folder (a
     module that serves tools on it overrides the fixture, asking for this one:
     ``def app(app: Flask, mcp: MCP)``)."""
-    flask_app = Flask("tests", instance_path=str(instance_folder))
+    # root_path given: once a test imported tests.celery_setup, "tests" is a namespace
+    # package, and Flask cannot find a root path for it (this is what it found before).
+    flask_app = Flask("tests", instance_path=str(instance_folder), root_path=os.getcwd())
     flask_app.config["TESTING"] = True
     return flask_app
 

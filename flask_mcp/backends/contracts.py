@@ -85,6 +85,17 @@ class StatusCountingStore(Protocol):
         ``input_required``, ``completed``...); a status none has may be left out."""
 
 
+@runtime_checkable
+class ListingTaskStore(Protocol):
+    """A task store that can list the tasks still running (optional; ``flask mcp
+    sessions`` shows them). A look at every record: for an operator, never for
+    the request path."""
+
+    def unfinished(self, limit: int) -> list[TaskRecord]:
+        """Tasks within their TTL that have not ended (``working``,
+        ``input_required``), oldest first, at most ``limit`` of them."""
+
+
 def _nothing() -> None:
     """Default for :attr:`Backend.check` and :attr:`Backend.close`."""
 

@@ -11,6 +11,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from ..protocol.task_records import TERMINAL, unfinished_first
 from .contracts import Backend, BackendOptions, Event, Message, Session, StoreCount, Subscription, TaskRecord
 
 #: Immutable JSON scalars, which a copy can share.
@@ -323,6 +324,13 @@ class MemoryTaskStore:
                     status = str(self._records[task_id]["status"])
                     counts[status] = counts.get(status, 0) + 1
         return counts
+
+    def unfinished(self, limit: int) -> list[TaskRecord]:
+        """Tasks within their TTL that have not ended, oldest first (one pass over the dict)."""
+        with self._lock:
+            records = [TaskRecord.from_dict(_copy(raw)) for raw in self._records.values()
+                       if raw["status"] not in TERMINAL]
+        return unfinished_first(records, self.clock(), limit)
 
     def prune(self) -> int:
         """Drop every expired task; how many were dropped."""

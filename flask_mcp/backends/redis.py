@@ -20,6 +20,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("MCP_BACKEND 'redis://...' needs the redis package: pip install flask-mcp[redis]") from exc
 
+from ..protocol.task_records import unfinished_first
 from .contracts import (
     DEFAULT_IO_TIMEOUT,
     Backend,
@@ -33,7 +34,7 @@ from .contracts import (
 )
 from .redis_bus import DEFAULT_CHANNEL_PREFIX, RedisMessageBus, RedisSubscription
 from .redis_direct import DirectWrites
-from .redis_faults import UNAVAILABLE, as_unavailable, count_keys, describe_client, unavailable
+from .redis_faults import UNAVAILABLE, as_unavailable, count_keys, describe_client, key_pattern, unavailable
 from .redis_tracking import MISSING, TrackedCache
 from .session_records import dump_record_ascii, load_record
 
@@ -295,6 +296,24 @@ class RedisTaskStore:
         """Tasks within their TTL (Redis expires the others itself)."""
         return count_keys(self.client, self.key_prefix, self._where)
 
+    def unfinished(self, limit: int) -> list[TaskRecord]:
+        """Tasks that have not ended, oldest first: ``SCAN`` over the prefix (it
+        never blocks the server, but walks the whole key space), then the
+        records in batches (``MGET``; across slots on a cluster)."""
+        pattern = key_pattern(self.key_prefix)
+        read = getattr(self.client, "mget_nonatomic", self.client.mget)  # a cluster's keys span slots
+        records: list[TaskRecord] = []
+        with unavailable(self._where):
+            batch: list[Any] = []
+            for key in self.client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) == 500:
+                    records += _unended(read(batch))
+                    batch = []
+            if batch:
+                records += _unended(read(batch))
+        return unfinished_first(records, time.time(), limit)
+
     def prune(self) -> int:
         """Nothing to do: a task's key expires on the server with its TTL."""
         return 0
@@ -321,6 +340,17 @@ class RedisTaskStore:
                     except redis.exceptions.WatchError:
                         continue
         raise BackendUnavailable(f"Redis ({self._where}): task {task_id} kept changing; update not applied")
+
+
+def _unended(raws: list[Any]) -> list[TaskRecord]:
+    """The records among ``raws`` (``None``: expired meanwhile) that have not ended."""
+    found = []
+    for raw in raws:
+        if raw is not None:
+            record = TaskRecord.from_dict(json.loads(raw))
+            if not record.terminal:
+                found.append(record)
+    return found
 
 
 def client_from_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT) -> redis.Redis:

@@ -76,9 +76,13 @@ def count_keys(client: redis.Redis, prefix: str, where: str) -> StoreCount:
     """The keys under ``prefix`` (SCAN, in batches: it never blocks the
     server, but it walks the whole key space). Redis drops expired keys
     itself, so there are never expired ones to report."""
-    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
     with unavailable(where):
-        return StoreCount(sum(1 for _ in client.scan_iter(match=pattern, count=1000)))
+        return StoreCount(sum(1 for _ in client.scan_iter(match=key_pattern(prefix), count=1000)))
+
+
+def key_pattern(prefix: str) -> str:
+    """The ``SCAN`` pattern of every key under ``prefix`` (its glob characters escaped)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
 
 
 def describe_client(client: redis.Redis) -> str:

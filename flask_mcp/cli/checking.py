@@ -1,7 +1,8 @@
 """``flask mcp check``: is this deployment ready? The configuration, a probe
 record written to and read back from the backend (sessions, tasks, the
-message bus), the authorization server's JWKS or introspection endpoint,
-and the endpoint itself. Exit status 1 when anything failed (with
+message bus), the Celery broker and workers (``MCP_TASK_RUNNER = "celery"``),
+the authorization server's JWKS or introspection endpoint, and the endpoint
+itself. Exit status 1 when anything failed (with
 ``--strict``, warned too), for deploy pipelines and container health checks."""
 
 from __future__ import annotations
@@ -21,16 +22,19 @@ from flask.cli import with_appcontext
 
 from ..auth.tokens import InvalidToken, VerifierUnavailable
 from ..auth.verifiers import IntrospectionVerifier, JWTVerifier
-from ..backends.contracts import Backend
+from ..backends.contracts import Backend, redact_url
 from ..config import ConfigError, load_settings, unknown_key_message, unknown_keys
 from ..features.schema import InputSpec
 from ..protocol.methods import Methods
 from ..protocol.prompt_methods import PromptMethods
 from ..protocol.session import Session
-from ..protocol.task_records import TaskRecord
+from ..protocol.task_records import COMPLETED, TaskRecord
 from .endpoint import Caller, Endpoint, caller_options
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+#: How long the Celery probes wait: for the broker's connection, then for the
+#: workers' answers to a ping and to "which tasks do you run" (seconds each).
+CELERY_TIMEOUT = 1.0
 #: Prefix of every probe record and channel, so an operator can tell them apart.
 PROBE_PREFIX = "flask-mcp-check-"
 
@@ -136,9 +140,10 @@ def _probe_task(backend: Backend) -> Iterator[Finding]:
         yield Finding(SKIP, "tasks", "this backend keeps no tasks: the tasks extension is not offered")
         return
     now = time.time()
-    # No task store deletes: the probe expires in ten seconds and is pruned later.
-    record = TaskRecord(task_id=PROBE_PREFIX + secrets.token_hex(12), created_at=now, updated_at=now,
-                        ttl_ms=10_000, status_message="flask mcp check probe")
+    # No task store deletes: the probe expires in ten seconds and is pruned later. Written
+    # as ended, so that flask mcp sessions does not list it among the running tasks.
+    record = TaskRecord(task_id=PROBE_PREFIX + secrets.token_hex(12), status=COMPLETED, created_at=now,
+                        updated_at=now, ttl_ms=10_000, status_message="flask mcp check probe")
     try:
         def round_trip() -> TaskRecord | None:
             backend.tasks.create(record)  # type: ignore[union-attr]
@@ -197,6 +202,66 @@ def check_rate_limits(app: Flask) -> Iterator[Finding]:
         yield Finding(OK, "rate limits", f"counters in {where} reachable")
     else:
         yield Finding(FAIL, "rate limits", f"counters in {where} unreachable: limits would not be enforced")
+
+
+def check_task_queue(app: Flask, timeout: float = CELERY_TIMEOUT) -> Iterator[Finding]:
+    """With ``MCP_TASK_RUNNER = "celery"``: the broker of ``app.extensions["celery"]``
+    accepts a connection, and workers answer a ping and run ``flask_mcp.run_task``.
+    A broker that refuses fails every task tool call (503); no worker answering is
+    a warning (tasks wait in the queue: workers may be scaled to zero, or start
+    after the web tier); workers that all lack the task would drop every message."""
+    if app.extensions["mcp"].settings.task_runner != "celery":
+        return
+    topic = "task queue"
+    celery = app.extensions.get("celery")
+    if celery is None:
+        yield Finding(FAIL, topic, 'MCP_TASK_RUNNER = "celery" but app.extensions["celery"] holds no Celery app: '
+                      "every task tool call would fail (see docs/celery.md)")
+        return
+    from ..tasks.celery import TASK_NAME
+
+    connection = celery.connection_for_write(connect_timeout=timeout)
+    url = celery.conf.broker_write_url
+    where = redact_url(url) if isinstance(url, str) and "://" in url else connection.as_uri()  # no password shown
+    try:
+        _, ms = _timed(lambda: connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0,
+                                                            interval_max=0, timeout=timeout))
+    except Exception as exc:  # kombu's OperationalError, a transport it cannot load...
+        yield Finding(FAIL, topic, f"the Celery broker {where} is unreachable: {exc} (every task tool call "
+                      "would get 503)")
+        return
+    finally:
+        connection.release()
+    yield Finding(OK, topic, f"Celery broker {where} reachable ({ms:.1f} ms)")
+    try:
+        replies = celery.control.ping(timeout=timeout)
+        workers = sorted({name for reply in replies for name in reply})
+        registered: dict[str, Any] = {}
+        if workers:
+            registered = celery.control.inspect(destination=workers, timeout=timeout).registered() or {}
+    except Exception as exc:
+        yield Finding(FAIL, topic, f"the Celery workers could not be asked over {where}: {exc}")
+        return
+    if not workers:
+        yield Finding(WARN, topic, f"no Celery worker answered a ping within {timeout:g} s: task tool calls would "
+                      "wait in the queue until one starts (celery -A your_module worker)")
+        return
+    running = [name for name in workers if any(str(task).split(" ")[0] == TASK_NAME
+                                                for task in registered.get(name) or ())]
+    silent = [name for name in workers if name not in registered]
+    lacking = [name for name in workers if name in registered and name not in running]
+    yield Finding(OK, topic, f"{len(workers)} Celery worker{'' if len(workers) == 1 else 's'} answered: "
+                  f"{', '.join(workers)}")
+    if running:
+        yield Finding(OK, topic, f"{TASK_NAME} registered on {', '.join(running)}")
+    elif lacking:
+        yield Finding(FAIL, topic, f"no worker that answered registered {TASK_NAME}: they would drop every task "
+                      "(start the worker with the app module that sets MCP_TASK_RUNNER = \"celery\")")
+    if running and lacking:
+        yield Finding(WARN, topic, f"{', '.join(lacking)} did not register {TASK_NAME}: fine if they consume "
+                      "other queues; on the same queue they would drop the tasks they take")
+    if silent:
+        yield Finding(WARN, topic, f"{', '.join(silent)} did not say within {timeout:g} s which tasks they run")
 
 
 def check_authorization_server(app: Flask) -> Iterator[Finding]:
@@ -268,10 +333,12 @@ def check_endpoint(caller: Caller) -> Iterator[Finding]:
 @click.command("check")
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--celery-timeout", type=click.FloatRange(min=0.05), default=CELERY_TIMEOUT, show_default=True,
+              metavar="SECONDS", help="How long to wait for the Celery broker, then its workers (with Celery tasks).")
 @caller_options
 @with_appcontext
-def check_command(strict: bool, as_json: bool, caller: Caller) -> None:
-    """Check the configuration, the backend and the authorization server.
+def check_command(strict: bool, as_json: bool, celery_timeout: float, caller: Caller) -> None:
+    """Check the configuration, the backend, the Celery workers and the authorization server.
 
     Exit status 0 when everything is fine, 1 when a check failed (or, with
     --strict, warned).
@@ -279,7 +346,8 @@ def check_command(strict: bool, as_json: bool, caller: Caller) -> None:
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     state = app.extensions["mcp"]
     findings: list[Finding] = []
-    for group in (check_configuration(app), check_backend(state.backend, app.debug), check_rate_limits(app),
+    for group in (check_configuration(app), check_backend(state.backend, app.debug),
+                  check_task_queue(app, celery_timeout), check_rate_limits(app),
                   check_authorization_server(app), check_endpoint(caller)):
         for finding in group:
             findings.append(finding)

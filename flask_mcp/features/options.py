@@ -53,6 +53,10 @@ class ToolOptions(ListingOptions, total=False):
     #: ``False``: a task whose queue worker died is failed instead of run again
     #: (``MCP_TASK_RUNNER = "celery"``; default ``True``: the tool is safe to repeat).
     task_rerun: bool
+    #: ``True``: a 2025-11-25 / 2025-06-18 session's call runs on the task queue
+    #: (``MCP_TASK_RUNNER = "celery"``) and its stream survives the web worker
+    #: (docs/celery.md); task tools are durable unless ``False``.
+    durable: bool | None
 
 
 class PromptOptions(ListingOptions, total=False):

@@ -53,6 +53,9 @@ class Tool:
     task_start: str = "call"
     #: Whether a task queue may run it again when its worker dies (``@mcp.tool(task_rerun=False)``: no).
     task_rerun: bool = True
+    #: ``@mcp.tool(durable=...)``: a legacy session's call runs on the task queue
+    #: (docs/celery.md); ``None``: as its task support says (task tools are durable).
+    durable_option: bool | None = None
     #: ``fn`` as a call runs it (an ``async def`` through the app's ``ensure_sync``).
     call: Callable[..., Any] = field(init=False, repr=False, compare=False)
 
@@ -112,9 +115,19 @@ class Tool:
         except ValueError as exc:
             raise ValueError(f"Tool {tool_name!r}: {exc}") from None
         task_rerun = bool(options.get("task_rerun", True))
+        durable = options.get("durable")
+        if durable is not None and not isinstance(durable, bool):
+            raise ValueError(f"Tool {tool_name!r}: durable= must be True, False or None (got {durable!r})")
         return cls(
-            tool_name, fn, definition, spec, output, header_params, required, limits, task, task_start, task_rerun
+            tool_name, fn, definition, spec, output, header_params, required, limits, task, task_start, task_rerun,
+            durable,
         )
+
+    @property
+    def durable(self) -> bool:
+        """Whether a legacy session's call of this tool runs on the task queue
+        (``MCP_TASK_RUNNER = "celery"``) with a resumable stream."""
+        return self.task_support is not None if self.durable_option is None else self.durable_option
 
     def visible_to(self, request: RequestInfo) -> bool:
         return permits(self.scopes, request)

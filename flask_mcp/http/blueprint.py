@@ -18,7 +18,7 @@ from ..auth import login
 from ..auth.rebinding import check_host, check_origin
 from ..errors import MCPHTTPException, MethodNotAllowedHere, NotAcceptableMedia, PayloadTooLarge, UnsupportedContentType
 from ..protocol import jsonrpc
-from ..protocol.events import StreamRecorder
+from ..protocol.events import StreamRecorder, stored_trace
 from ..protocol.session import StoreUnavailable
 from ..protocol.transport import Reply, store_unavailable
 from . import sse, streaming
@@ -207,6 +207,16 @@ def _post() -> Response:
             return _render(store_unavailable(exc, reply.listen.subscription_id), wants_stream)
         response.call_on_close(slots.give_back)
         return response
+    if reply.durable is not None:
+        server = state.server
+        assert server.events is not None and server.bus is not None  # the core sends durable calls only then
+        return streaming.durable(
+            reply.durable, server.events, server.bus,
+            live=_accepts_stream(req),
+            options=state.stream_options,
+            render=lambda done: _render(done, wants_stream),
+            streams=state.open_streams,
+        )
     if reply.deferred is not None:
         return streaming.respond(
             reply.deferred,
@@ -235,7 +245,8 @@ def _refused(state: MCPState, req: Request, exc: HTTPException) -> None:
 def _get() -> Response:
     state = _state()
     _guard(state)
-    reply = state.server.check_get(_headers(), _subject(_caller(state)))
+    headers = _headers()
+    reply = state.server.check_get(headers, _subject(_caller(state)))
     if reply is not None and reply.resume is not None and state.server.events is not None:
         if not _accepts_stream(_request()):
             raise NotAcceptableMedia("Resuming a stream answers with an event stream: accept text/event-stream.")
@@ -244,7 +255,12 @@ def _get() -> Response:
         if not slots.take():
             return _render(slots.refusal(None), False)
         try:
-            response = streaming.resume(reply.resume, state.server.events, state.server.bus, state.stream_options)
+            events, where = state.server.events, reply.resume
+            watched = None
+            if state.telemetry is not None:  # a span in the trace of the call that opened the stream
+                watched = state.telemetry.resumed(where.stream, headers.get("last-event-id") or "", headers,
+                                                  lambda: stored_trace(events, where.stream))
+            response = streaming.resume(where, events, state.server.bus, state.stream_options, watched)
         except BaseException:
             slots.give_back()
             raise
@@ -264,7 +280,9 @@ def _recorder(state: MCPState, session_id: str | None) -> StreamRecorder | None:
     server = state.server
     if session_id is None or server.events is None or server.bus is None:
         return None
-    return StreamRecorder(server.events, session_id, server.bus.publish)
+    telemetry = state.telemetry
+    return StreamRecorder(server.events, session_id, server.bus.publish,
+                          telemetry.current_context if telemetry is not None else None)
 
 
 def _other() -> Response:

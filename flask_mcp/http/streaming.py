@@ -11,6 +11,7 @@ client that went away frees the stream's thread within about a second: for a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -24,12 +25,14 @@ from flask import Response, copy_current_request_context, request
 from ..auth import login
 from ..protocol import jsonrpc
 from ..protocol.bus import EVENTS_CHANNEL, MessageBus
+from ..protocol.durable import DurableCall
 from ..protocol.errors import InternalError
-from ..protocol.events import EventLog, Resume, StreamRecorder, event_id, follow
+from ..protocol.events import EventLog, Resume, SentProgress, StreamRecorder, event_id, follow, is_progress
 from ..protocol.session import StoreUnavailable
 from ..protocol.subscriptions import Listen
-from ..protocol.transport import Deferred, Reply
+from ..protocol.transport import Deferred, Reply, store_unavailable
 from . import sse
+from .draining import draining
 from .peer import Peer
 
 if TYPE_CHECKING:
@@ -266,36 +269,144 @@ def _cancelled_reply() -> Reply:
     return Reply(202)
 
 
-def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions) -> Response:
+def resume(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions,
+           watched: Callable[[int, str | None], None] | None = None) -> Response:
     """A ``GET`` with ``Last-Event-ID``: what the stream still owed, from the
     event log, then its live events (the request may still be running on any
-    worker) until its result."""
+    worker) until its result. ``watched(events relayed, error type)`` is
+    called once the stream ends (telemetry's span)."""
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
-    events = follow(log, bus, where, idle=idle.probe)
+    report = _Report(watched) if watched is not None else None
+    stream = _followed(where, log, bus, options, idle, report=report)
+    response = Response(sse.guarded(stream), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    if report is not None:  # also when the response is closed before the stream began
+        response.call_on_close(report)
+    return response
 
-    def stream() -> Iterator[bytes]:
-        deadline = _deadline(options)
-        try:
-            for item in events:
-                if item is None:
-                    out = idle.tick()
-                    if out is None:
-                        return  # the client left
-                    if out:
-                        yield out
-                else:
-                    yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
-                    idle.wrote()
-                if deadline is not None and time.monotonic() >= deadline:
+
+class _Report:
+    """Tells ``watched`` (telemetry's span) once how a followed stream went:
+    how many events it relayed, and an error type if it was cut."""
+
+    def __init__(self, watched: Callable[[int, str | None], None]) -> None:
+        self.watched: Callable[[int, str | None], None] | None = watched
+        self.relayed = 0
+        self.error_type: str | None = None
+
+    def __call__(self) -> None:
+        watched, self.watched = self.watched, None
+        if watched is not None:
+            watched(self.relayed, self.error_type)
+
+
+def durable(
+    call: DurableCall,
+    log: EventLog,
+    bus: MessageBus,
+    *,
+    live: bool,
+    options: StreamOptions,
+    render: Callable[[Reply], Response],
+    streams: OpenStreams | None = None,
+) -> Response:
+    """A durable call (:mod:`flask_mcp.protocol.durable`): open its stream in
+    the event log (the priming event, stored before the call starts), hand the
+    call to the task queue, then follow the stream as any worker's ``GET``
+    would. The client leaving does not stop the call (``notifications/cancelled``
+    does); a client that takes no event stream gets the answer as JSON."""
+    recorder = StreamRecorder(log, call.session_id, bus.publish)
+    where = Resume(recorder.key, recorder.stream_id, 0)
+    try:
+        log.append(where.stream, 0, {"message": None, "final": False})
+    except StoreUnavailable as exc:
+        return render(store_unavailable(exc, call.request_id))
+    try:
+        call.start(where.stream, where.stream_id)
+    except Exception as exc:  # noqa: BLE001 - the queue is down or not set up: 503, the client retries
+        logger.error("Could not queue a durable call: %s", exc)
+        error = InternalError("The task queue is unavailable; try again later.")
+        with contextlib.suppress(StoreUnavailable):  # a GET that resumes it ends at once
+            log.append(where.stream, 1, {"message": None, "final": True})
+        return render(Reply(503, jsonrpc.error_message(call.request_id, error), {"Retry-After": "1"}))
+    if not live:
+        return render(_awaited(where, log, bus, options))
+    idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)
+    priming = sse.priming(event_id(where.stream_id, 0), options.retry_ms)
+    response = Response(sse.guarded(_followed(where, log, bus, options, idle, priming)), status=200,
+                        headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+    if streams is not None:
+        streams.opened()
+        response.call_on_close(streams.closed)
+    return response
+
+
+def _awaited(where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions) -> Reply:
+    """A durable call's answer, waited for here (a client that takes only JSON)."""
+    answer: Any = None
+    try:
+        for item in follow(log, bus, where, idle=options.probe):
+            if item is not None:
+                answer = item[1]
+    except StoreUnavailable as exc:
+        return store_unavailable(exc)
+    if isinstance(answer, dict) and ("result" in answer or "error" in answer):
+        return Reply(200, answer)
+    return _cancelled_reply()
+
+
+def _followed(
+    where: Resume, log: EventLog, bus: MessageBus, options: StreamOptions, idle: _Idle, priming: bytes | None = None,
+    *, report: _Report | None = None,
+) -> Iterator[bytes]:
+    """A stream kept in the event log, replayed after ``where`` and followed
+    live until its end. Let go with a ``retry`` hint (the client resumes, on
+    any worker) after ``poll_after`` seconds, when the store fails, and at once
+    when this worker shuts down (:mod:`.draining`)."""
+    events = follow(log, bus, where, idle=idle.probe)
+    deadline = _deadline(options)
+    resumed = priming is None
+    if priming is None:
+        # A resumed stream opens with the id it resumes from: a client that keeps its
+        # resumption token per connection (the TypeScript SDK) still has one if this
+        # connection ends before the next event (let go, or its worker killed).
+        priming = sse.priming(event_id(where.stream_id, where.after), options.retry_ms)
+    sent = SentProgress(log, where.stream)
+    seen = sent.load() if resumed else -1  # progress a connection got already (any worker)
+    try:
+        yield priming
+        idle.wrote()
+        for item in events:
+            if item is None:
+                if draining():
                     yield sse.retry(options.retry_ms)
                     return
-        except StoreUnavailable as exc:  # the client comes back after ``retry``
-            logger.warning("Resumed stream %s interrupted: %s", where.stream_id, exc)
-            yield sse.retry(options.retry_ms)
-        finally:
-            events.close()
-
-    return Response(sse.guarded(stream()), status=200, headers=sse.SSE_HEADERS, mimetype=EVENT_STREAM)
+                out = idle.tick()
+                if out is None:
+                    return  # the client left
+                if out:
+                    yield out
+            else:
+                seq = int(item[0].rsplit("/", 1)[1])
+                progress = is_progress(item[1])
+                if not (progress and seq <= seen):
+                    yield sse.event(jsonrpc.encode(item[1]), event_id=item[0])
+                    idle.wrote()
+                    if report is not None:
+                        report.relayed += 1
+                    if progress:
+                        sent.mark(seq)  # the server took the event: it is on its way
+            if draining() or (deadline is not None and time.monotonic() >= deadline):
+                yield sse.retry(options.retry_ms)  # the rest waits in the event log
+                return
+    except StoreUnavailable as exc:  # the client comes back after ``retry``
+        logger.warning("Stream %s interrupted: %s", where.stream_id, exc)
+        if report is not None:
+            report.error_type = "store_unavailable"
+        yield sse.retry(options.retry_ms)
+    finally:
+        events.close()
+        if report is not None:
+            report()
 
 
 def listen(subscription: Listen, bus: MessageBus, options: StreamOptions) -> Response:

@@ -24,7 +24,8 @@ from .session import StoreUnavailable
 logger = logging.getLogger("flask_mcp")
 
 #: One stored event: ``{"message": <JSON-RPC message or None>, "final": bool}``
-#: (``None`` is the priming event, which carries no message).
+#: (``None`` is the priming event, which carries no message; it may also hold
+#: ``"trace"``: the trace context of the call that opened the stream).
 Event = dict[str, Any]
 
 _EVENT_ID = re.compile(r"^([A-Za-z0-9_-]{8,64})/(\d{1,9})$")
@@ -88,8 +89,12 @@ class StreamRecorder:
     thread that serves the request (the single writer). A backend fault is
     logged once and the stream goes on live, without being resumable."""
 
-    def __init__(self, log: EventLog, session_id: str, notify: Callable[[str, Message], None] | None = None) -> None:
+    def __init__(self, log: EventLog, session_id: str, notify: Callable[[str, Message], None] | None = None,
+                 trace: Callable[[], dict[str, str] | None] | None = None) -> None:
         self.log = log
+        #: The current trace context (an observer's), kept in the priming event:
+        #: a ``GET`` that resumes the stream continues the call's trace.
+        self._trace = trace
         self.stream_id = new_stream_id()
         self.key = stream_key(session_id, self.stream_id)
         self._notify = notify
@@ -103,7 +108,8 @@ class StreamRecorder:
     def prime(self) -> str:
         """Open the stream (once): the priming event's id."""
         if self._next == 0:
-            self._append(None, final=False)
+            carried = self._trace() if self._trace is not None else None
+            self._append(None, final=False, trace=carried)
         return event_id(self.stream_id, 0)
 
     def record(self, message: dict[str, Any] | None, *, final: bool = False) -> str:
@@ -112,18 +118,32 @@ class StreamRecorder:
         self.prime()
         return self._append(message, final=final)
 
-    def _append(self, message: dict[str, Any] | None, *, final: bool) -> str:
+    def _append(self, message: dict[str, Any] | None, *, final: bool, trace: dict[str, str] | None = None) -> str:
         seq = self._next
         self._next = seq + 1
         if not self._failed:
+            event: Event = {"message": message, "final": final}
+            if trace:
+                event["trace"] = trace
             try:
-                self.log.append(self.key, seq, {"message": message, "final": final})
+                self.log.append(self.key, seq, event)
                 if self._notify is not None:
                     self._notify(stream_channel(self.key), {"seq": seq})
             except StoreUnavailable as exc:
                 self._failed = True
                 logger.warning("Stream %s is not resumable from event %d on: %s", self.stream_id, seq, exc)
         return event_id(self.stream_id, seq)
+
+
+def stored_trace(log: EventLog, stream: str) -> dict[str, str] | None:
+    """The trace context kept in a stream's priming event (see :class:`StreamRecorder`), if any."""
+    events = log.read(stream, -1)
+    if not events or events[0][0] != 0:
+        return None
+    carried = events[0][1].get("trace")
+    if isinstance(carried, dict) and all(isinstance(v, str) for v in carried.values()):
+        return carried
+    return None
 
 
 def follow(
@@ -151,3 +171,39 @@ def follow(
                 yield None
             while wakeups.get(0) is not None:  # one read serves every pending wake-up
                 pass
+
+
+class SentProgress:
+    """How far a stream's progress notifications were handed to a connection,
+    on any worker: kept beside the stream in the event log (``<stream>#sent``,
+    one entry per progress event sent). A resumption from an older id does not
+    send that progress again: a client that resumes with a stale ``Last-Event-ID``
+    (the official Python SDK, after a resumed stream was cut) would otherwise see
+    it twice. Only progress is skipped; every other message is sent again."""
+
+    def __init__(self, log: EventLog, stream: str) -> None:
+        self.log = log
+        self.key = stream + "#sent"
+        self._opened = False
+
+    def load(self) -> int:
+        """The highest sequence number of a progress event sent (``-1``: none)."""
+        try:
+            entries = self.log.read(self.key, -1)
+        except StoreUnavailable:
+            return -1
+        return max((seq for seq, _ in entries), default=-1) if entries else -1
+
+    def mark(self, seq: int) -> None:
+        """Progress event ``seq`` was handed to a connection."""
+        try:
+            if not self._opened:  # number 0 holds a log's retention (SQLite): every writer may add it
+                self.log.append(self.key, 0, {"message": None, "final": False})
+                self._opened = True
+            self.log.append(self.key, seq, {"message": None, "final": False})
+        except StoreUnavailable:
+            pass  # only a duplicate at a later resumption
+
+
+def is_progress(message: Message) -> bool:
+    return message.get("method") == "notifications/progress"

@@ -146,6 +146,17 @@ class Methods:
             self._task_tools = (generation, found)
         return self._task_tools[1]
 
+    def durable_tool(self, name: object) -> bool:
+        """Whether calls of the tool ``name`` are durable (``@mcp.tool(durable=...)``;
+        task tools are unless they opt out)."""
+        tool = self.tools.find(name) if isinstance(name, str) else None
+        return tool is not None and bool(getattr(tool, "durable", False))
+
+    def rerun_allowed(self, name: object) -> bool:
+        """Whether a task queue may run the tool ``name`` again after its worker died."""
+        tool = self.tools.find(name) if isinstance(name, str) else None
+        return tool is None or bool(getattr(tool, "task_rerun", True))
+
     def listen_offer(self, revision: Revision) -> frozenset[str]:
         """The change notifications a listen stream can get: list kinds whose
         capability says ``listChanged``, plus ``RESOURCE_UPDATES`` when resource

@@ -16,6 +16,7 @@ failed instead, and a re-run gets the answers the first run already took.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -70,7 +71,7 @@ class QueueingHandle(TaskHandle):
 
     def __init__(self, tasks: Tasks, request: RequestInfo, tool: str, arguments: dict[str, Any], send: Send) -> None:
         super().__init__(tasks, request)
-        self.tool = tool
+        self.tool = self.tool_name = tool
         self.arguments = arguments
         self.send = send
 
@@ -79,9 +80,11 @@ class QueueingHandle(TaskHandle):
         record.status_message = status_message
         record.queued = True
         record.carried = self.request.carried_now()  # the queue worker's task span continues the call's trace
+        self.describe(record)
+        record.queue_id = str(uuid.uuid4())  # the queue's id for its message, chosen here: no second write
         self.tasks.store.create(record)
         try:
-            self.send(record, self.request, self.tool, self.arguments)
+            self.send(record, self.request, self.tool_name, self.arguments)
         except BaseException:
             logger.exception("Could not queue task %s", record.task_id)
             error = InternalError("The task queue is unavailable.").to_error()
@@ -170,7 +173,9 @@ def resume(
 
     observer = tasks.observer
     with tasks.running_queued():
-        (work if observer is None else observer.task(handle, tool.name, work, record.carried))()
+        # The message's trace context (the web worker's span); the record's for a message queued without it.
+        carried = request.carried_now() or record.carried
+        (work if observer is None else observer.task(handle, tool.name, work, carried))()
     try:
         final = tasks.store.get(task_id)
     except StoreUnavailable:

@@ -16,6 +16,7 @@ from . import jsonrpc
 from .bus import MessageBus, reply_channel
 from .cancellation import Cancellations
 from .deferred import STREAMABLE_METHODS, may_stream, run_cancellable, run_deferred
+from .durable import DurableCall, DurableWriter, SendDurable, run_durable
 from .errors import (
     BadProtocolVersionHeader,
     HeaderMismatch,
@@ -73,6 +74,7 @@ class Server:
         clock: Callable[[], float] = time.time,
         tasks: Tasks | None = None,
         skills: SkillProvider | None = None,
+        durable: SendDurable | None = None,
     ) -> None:
         self.info = info
         self.sessions = sessions
@@ -81,6 +83,8 @@ class Server:
         self.cancellations = Cancellations(bus) if bus is not None else None
         #: Resumable streams need both the log and the bus (to follow a stream live).
         self.events = events if bus is not None else None
+        #: Hands durable calls of legacy sessions to a task queue (``None``: they run here).
+        self.durable = durable if self.events is not None else None
         self.clock = clock
         self.methods = Methods(
             list_changed=bus is not None,
@@ -166,7 +170,8 @@ class Server:
         """Where to pick a session's stream up again, or a 400 saying why not."""
         parsed = parse_event_id(last_event_id)
         revision = REVISIONS.get(session.protocol_version)
-        if parsed is not None and revision is not None and revision.resumable_streams and self.events is not None:
+        resumable = revision is not None and (revision.resumable_streams or revision.durable_streams)
+        if parsed is not None and resumable and self.events is not None:
             stream_id, after = parsed
             key = stream_key(session.id, stream_id)
             try:
@@ -376,6 +381,8 @@ class Server:
         the HTTP status (and headers) it calls for. With ``defer``, a request
         that may stream is handed back to the HTTP layer to run instead."""
         if defer and request.method in STREAMABLE_METHODS:
+            if self.durable is not None and request.session is not None and self._is_durable(request):
+                return self._durable_reply(message, request)
             if may_stream(request):
 
                 def run(emit: Emit | None, closed: Callable[[], bool], end: EndConnection | None) -> Reply | None:
@@ -393,6 +400,42 @@ class Server:
         if observer is not None:
             return observer.request(message, request, self._run)
         return self._run(message, request)
+
+    def _is_durable(self, request: RequestInfo) -> bool:
+        """A call of a durable tool in a session whose revision carries event ids."""
+        return (
+            request.method == "tools/call"
+            and request.session is not None
+            and request.revision.durable_streams
+            and self.methods.durable_tool(request.params.get("name"))
+        )
+
+    def _durable_reply(self, message: Request, request: RequestInfo) -> Reply:
+        """Hand the HTTP layer a durable call: it opens the stream, then starts the call on the queue."""
+        send = self.durable
+        assert send is not None and request.session is not None
+
+        def start(key: str, stream_id: str) -> None:
+            send(request, key, stream_id)
+
+        return Reply(200, durable=DurableCall(request.session.id, message.id, start))
+
+    def run_durable(self, request: RequestInfo, key: str, *, keep_alive: float) -> str:
+        """Run a durable call here (a queue worker): ``request`` is the call as the
+        web worker accepted it, ``key`` its stream in the event log. How it went
+        (see :func:`.durable.run_durable`)."""
+        assert self.events is not None and self.bus is not None
+        bus = self.bus
+        writer = DurableWriter(self.events, key, bus.publish, keep_alive=keep_alive)
+        message = Request(request.request_id, request.method, request.params)  # type: ignore[arg-type]
+
+        def answer(job: RequestInfo) -> Any:
+            job.bus = bus
+            reply = run_cancellable(lambda: self._answer(message, job), job, self.cancellations)
+            return None if reply is None else reply.body
+
+        repeatable = self.methods.rerun_allowed(request.params.get("name"))
+        return run_durable(answer, request, writer, repeatable=repeatable)
 
     def _run(self, message: Request, request: RequestInfo) -> Reply:
         """Dispatch to the method's handler and shape its answer."""

@@ -111,6 +111,14 @@ class TaskHandle:
         self.replaying = False
         #: A queue worker runs this task: checks made when the call was accepted are not repeated.
         self.resumed = False
+        #: The tool's name, kept in the record for operators (``flask mcp sessions``).
+        self.tool: str | None = None
+
+    def describe(self, record: TaskRecord) -> None:
+        """Note in a new record what an operator sees of the call: the tool, the session."""
+        record.tool = self.tool
+        session = self.request.session
+        record.session_id = session.id if session is not None else None
 
     @property
     def started(self) -> bool:
@@ -130,6 +138,7 @@ class TaskHandle:
         record = self.tasks.new_record(self.request.principal)
         record.status_message = status_message
         record.carried = self.request.carried_now()
+        self.describe(record)
         self.tasks.store.create(record)
         self.record = record
         self.tasks.track(self, True)

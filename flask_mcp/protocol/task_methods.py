@@ -253,6 +253,7 @@ class Tasks:
         if self.queue is not None:
             return self.queue.enqueue(self, request, tool, arguments)
         handle = TaskHandle(self, request)
+        handle.tool = tool.name
         job = replace(request, task=handle, is_cancelled=handle.is_cancelled, emit=handle.emit)
         self._claim_thread()
 

@@ -61,6 +61,12 @@ class TaskRecord:
     #: The trace context of the call that created the task (an observer's, see
     #: ``RequestInfo.carried``): later ``tasks/*`` requests link it.
     carried: dict[str, str] | None = None
+    #: What an operator sees of the call (``flask mcp sessions``): the tool's name,
+    #: the legacy session it came from, and the task queue's id for its message
+    #: (the Celery task id; ``None`` in a thread of the web worker).
+    tool: str | None = None
+    session_id: str | None = None
+    queue_id: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -123,3 +129,10 @@ class TaskStore(Protocol):
         """Apply ``change`` atomically against concurrent updates from any worker
         (it may be called more than once, so it only edits the record) and store
         the result unless it returns ``False``; ``None`` when unknown or expired."""
+
+
+def unfinished_first(records: list[TaskRecord], now: float, limit: int) -> list[TaskRecord]:
+    """The records still running (within their TTL, not ended), oldest first, at most ``limit``."""
+    live = [r for r in records if not r.terminal and not r.expired(now)]
+    live.sort(key=lambda r: (r.created_at, r.task_id))
+    return live[:limit]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonrpc
+from .durable import DurableCall
 from .errors import InternalError
 from .events import Resume
 from .jsonrpc import RequestId
@@ -108,6 +109,9 @@ class Reply:
     #: Set with ``deferred`` on a 2025-11-25 session: its stream may be kept in
     #: the event log under this session id, to be resumed.
     resumable_session: str | None = None
+    #: Set for a durable call (a legacy session's call run on a task queue): the
+    #: HTTP layer opens its stream in the event log, starts it, and follows it.
+    durable: DurableCall | None = None
     #: Set for a ``GET`` with ``Last-Event-ID``: the stream to replay and follow.
     resume: Resume | None = None
     #: Set on an ``initialize`` answer whose new session the store was sent but

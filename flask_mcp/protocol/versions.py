@@ -79,6 +79,11 @@ class Revision:
     #: Response streams open with a priming event, carry event ids and can be
     #: resumed with ``GET`` + ``Last-Event-ID`` (older clients choke on priming).
     resumable_streams: bool = False
+    #: A durable call's stream (a tool run on a task queue, docs/celery.md) is
+    #: primed, carries event ids and can be resumed on any worker: 2025-11-25,
+    #: and 2025-06-18, whose streams may carry ids (the official Python and
+    #: TypeScript clients take the priming event and resume in both).
+    durable_streams: bool = False
     #: The skills extension (SEP-2640) is declared in ``capabilities.extensions``
     #: and its methods served: 2026-07-28, whose schema has the ``extensions`` map,
     #: and 2025-11-25 sessions, for which SEP-2133 negotiates extensions in
@@ -147,6 +152,7 @@ REVISIONS: dict[str, Revision] = {
         completion_context=True,
         resource_not_found_code=-32002,
         core_methods=_LEGACY_METHODS,
+        durable_streams=True,
     ),
     "2025-11-25": Revision(
         version="2025-11-25",
@@ -170,6 +176,7 @@ REVISIONS: dict[str, Revision] = {
         resource_not_found_code=-32002,
         core_methods=_LEGACY_METHODS | _SKILL_METHODS,
         resumable_streams=True,
+        durable_streams=True,
         skills=True,
     ),
     "2026-07-28": Revision(

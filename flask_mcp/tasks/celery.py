@@ -3,6 +3,9 @@
 The web worker stores the task and sends :data:`TASK_NAME` to the app's Celery
 app (``app.extensions["celery"]``, Flask's documented pattern); a Celery worker
 runs the tool in the Flask app's context against the same task store. The
+same Celery task runs durable calls of 2025 sessions (``@mcp.tool(durable=True)``,
+and task tools): their message also names the call's stream in the event log,
+which the Celery worker writes (:mod:`flask_mcp.protocol.durable`). The
 Celery task acknowledges late and is rejected back to the queue when its
 worker process dies, so another worker runs it again (see
 :mod:`flask_mcp.protocol.queued_tasks`). Needs the ``celery`` extra.
@@ -10,6 +13,7 @@ worker process dies, so another worker runs it again (see
 
 from __future__ import annotations
 
+import logging
 import weakref
 from typing import Any
 
@@ -22,6 +26,8 @@ from ..protocol.meta import parse_request_meta
 from ..protocol.request_info import RequestInfo
 from ..protocol.task_records import TaskRecord
 from ..protocol.versions import REVISIONS
+
+logger = logging.getLogger("flask_mcp")
 
 #: The Celery task's name (what ``celery inspect registered`` and Flower show).
 TASK_NAME = "flask_mcp.run_task"
@@ -41,17 +47,31 @@ def register(app: Flask) -> None:
 
 def send(record: TaskRecord, request: RequestInfo, tool: str, arguments: dict[str, Any]) -> None:
     """Queue the task of ``record`` on the app's Celery app (the web worker's part)."""
+    _celery().send_task(TASK_NAME, args=[payload(record.task_id, request)], task_id=record.queue_id)
+
+
+def send_durable(request: RequestInfo, stream: str, stream_id: str) -> None:
+    """Queue a durable call (the web worker's part): the call as :func:`payload`
+    carries it, plus its session and the stream the Celery worker writes."""
+    celery = _celery()
+    assert request.session is not None
+    message = {**payload(None, request), "session": request.session.id, "stream": stream, "stream_id": stream_id}
+    celery.send_task(TASK_NAME, args=[message])
+
+
+def _celery() -> Any:
     celery = current_app.extensions.get("celery")
     if celery is None:
         raise InternalError(
             'MCP_TASK_RUNNER = "celery" needs the app\'s Celery app in app.extensions["celery"] '
             "(Flask's Celery pattern; see docs/celery.md)."
         )
-    celery.send_task(TASK_NAME, args=[payload(record.task_id, request)])
+    return celery
 
 
-def payload(task_id: str, request: RequestInfo) -> dict[str, Any]:
-    """What the Celery message carries: the call as JSON (no credentials)."""
+def payload(task_id: str | None, request: RequestInfo) -> dict[str, Any]:
+    """What the Celery message carries: the call as JSON (no credentials), and
+    the trace context of the web worker's span when it is traced."""
     auth = request.auth
     principal = None
     if isinstance(auth, Principal):
@@ -76,6 +96,9 @@ def payload(task_id: str, request: RequestInfo) -> dict[str, Any]:
         "auth": principal,
         "input_responses": request.input_responses,
         "endpoint": request.endpoint_url,
+        # The W3C trace context of the web worker's span (traceparent, tracestate):
+        # the worker's span continues the call's trace (docs/observability.md).
+        "trace_context": request.carried_now(),
     }
 
 
@@ -97,13 +120,37 @@ def request_from(message: dict[str, Any]) -> RequestInfo:
         auth=Principal(**auth) if auth else None,
         input_responses=message.get("input_responses") or {},
         endpoint=message.get("endpoint"),
+        carried=_trace_context(message.get("trace_context")),
     )
+
+
+def _trace_context(value: Any) -> dict[str, str] | None:
+    """The message's trace context, if it is one (strings only: it goes to a propagator)."""
+    if isinstance(value, dict) and isinstance(value.get("traceparent"), str):
+        return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+    return None
 
 
 def run(message: dict[str, Any]) -> str | None:
     """Run one queued task in the current app (its status at the end)."""
     state = current_app.extensions["mcp"]
+    if message.get("stream"):
+        return run_durable(state, message)
     return state.server.methods.resume_task(message["task_id"], request_from(message))  # type: ignore[no-any-return]
+
+
+def run_durable(state: Any, message: dict[str, Any]) -> str | None:
+    """Run one durable call in the current app, writing its stream; how it went."""
+    server = state.server
+    if server.events is None or server.bus is None:
+        raise RuntimeError("A durable call reached a Celery worker whose MCP_BACKEND keeps no event log and bus.")
+    request = request_from(message)
+    request.session = server.sessions.get(message["session"])
+    if request.session is None:  # ended (DELETE) or expired: nobody can read the answer
+        logger.info("Durable call %s: its session is gone; not run", message["stream"])
+        return None
+    keep_alive = getattr(server.events, "retention", 600.0) / 3
+    return server.run_durable(request, message["stream"], keep_alive=keep_alive)  # type: ignore[no-any-return]
 
 
 def _run_queued_task(message: dict[str, Any]) -> str | None:

@@ -21,6 +21,12 @@ TASK_ID = "flask_mcp.task.id"
 TASK_STATUS = "flask_mcp.task.status"
 #: The span of a client's answer to a request the server sent (legacy sessions).
 RESPONSE_SPAN = "response"
+#: The span of a ``GET`` with ``Last-Event-ID`` that picks a stream up again.
+RESUME_SPAN = "resume"
+#: The ``Last-Event-ID`` a resumed stream picked up after, on its span.
+STREAM_LAST_EVENT_ID = "flask_mcp.stream.last_event_id"
+#: How many events a resumed stream relayed, on its span.
+STREAM_EVENTS = "flask_mcp.stream.events"
 
 #: The operator gauges and counters (the conventions have none of these).
 SESSIONS_LIVE = "flask_mcp.sessions.live"

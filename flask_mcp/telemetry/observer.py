@@ -21,7 +21,7 @@ from ..protocol.observe import Run
 from ..protocol.request_info import RequestCancelled, RequestInfo
 from ..protocol.session import Session, StoreUnavailable
 from ..protocol.transport import Incoming, Reply
-from .names import ACCESS_LOGGER, RESPONSE_SPAN, TASK_CALL_LINK, TASK_ID
+from .names import ACCESS_LOGGER, RESPONSE_SPAN, RESUME_SPAN, STREAM_LAST_EVENT_ID, TASK_CALL_LINK, TASK_ID
 
 if TYPE_CHECKING:
     from ..protocol.round_trips import RoundTrips
@@ -209,6 +209,36 @@ class Telemetry:
             otel.run_task(handle, tool, work, carried)
 
         return traced
+
+    def current_context(self) -> dict[str, str] | None:
+        """The current span's trace context as a carrier (``traceparent``...),
+        when tracing; kept with a resumable stream as it opens."""
+        otel = self.otel
+        if otel is None or otel.tracer is None:
+            return None
+        carrier: dict[str, str] | None = otel.current_carrier()
+        return carrier
+
+    def resumed(self, stream: str, last_event_id: str, headers: Mapping[str, str],
+                stored: Callable[[], Mapping[str, str] | None]) -> Callable[[int, str | None], None] | None:
+        """A ``GET`` with ``Last-Event-ID`` picks the stream ``stream`` up again:
+        a ``resume`` span in the trace of the call that opened it (``stored()``:
+        that call's context, read only when tracing), ended by the returned
+        function with how many events it relayed and an ``error.type``, if any;
+        ``None`` when not tracing. See :meth:`.otel.Instruments.start_resume`."""
+        otel = self.otel
+        if otel is None or not otel.active() or otel.tracer is None:
+            return None
+        session_id = stream.rpartition("/")[0]
+        attributes = _attributes(RESUME_SPAN, {}, headers.get("mcp-protocol-version"), session_id or None)
+        del attributes["mcp.method.name"]  # no MCP method: a GET picking a stream up
+        attributes[STREAM_LAST_EVENT_ID] = last_event_id
+        try:
+            carried = stored()
+        except StoreUnavailable:  # the stream itself says so in a moment
+            carried = None
+        end: Callable[[int, str | None], None] = otel.start_resume(attributes, carried, headers)
+        return end
 
     def session_ended(self, session: Session, now: float) -> None:
         otel = self.otel

@@ -18,6 +18,7 @@ from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from ..protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
+from ..protocol.request_info import RequestInfo
 from ..protocol.task_handle import TaskHandle
 from ..protocol.task_methods import TASK_METHODS
 from ..protocol.task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
@@ -27,8 +28,10 @@ from .names import (
     DURATION_BUCKETS,
     FIRST_ROUND_LINK,
     OPERATION_DURATION,
+    RESUME_SPAN,
     SESSION_DURATION,
     SESSIONS_LIVE,
+    STREAM_EVENTS,
     STREAM_KIND,
     STREAMS_OPEN,
     TASK_ID,
@@ -192,10 +195,7 @@ class Instruments:
             finally:
                 self._count_end(handle)
             return
-        attributes: dict[str, Any] = {"gen_ai.tool.name": tool}
-        session = handle.request.session
-        if session is not None:
-            attributes["mcp.session.id"] = session.id
+        attributes = task_attributes(handle.request, tool)
         parent = None
         links: list[Link] = []
         if carried:
@@ -224,6 +224,48 @@ class Instruments:
         ended = handle.ended
         if ended is not None and self.tasks_ended is not None:
             self.tasks_ended.add(1, {TASK_STATUS: ended.status})
+
+    def start_resume(self, attributes: dict[str, Any], carried: Mapping[str, str] | None,
+                     headers: Mapping[str, str]) -> Callable[[int, str | None], None]:
+        """Start a resumed stream's ``SERVER`` span (not made current: it lasts
+        as long as the stream, across the response's iterations). Its parent is
+        the call that opened the stream (``carried``, kept in the stream's
+        priming event): the events it relays are that call's. The GET's own
+        context (an instrumentation's HTTP span, else the ``traceparent``
+        header) is linked; with no ``carried`` it is the parent. Returns
+        ``end(events relayed, error type or None)``."""
+        assert self.tracer is not None
+        ambient = trace.get_current_span().get_span_context()
+        own = ambient if ambient.is_valid else trace.get_current_span(propagate.extract(headers)).get_span_context()
+        origin = trace.get_current_span(propagate.extract(carried)).get_span_context() if carried else None
+        links: list[Link] = []
+        parent: context.Context | None
+        if origin is not None and origin.is_valid:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(origin))
+            if own.is_valid:
+                links.append(Link(own))
+        else:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(own)) if own.is_valid else None
+        span = self.tracer.start_span(RESUME_SPAN, context=parent, kind=SpanKind.SERVER, attributes=attributes,
+                                      links=links)
+
+        def end(events: int, error_type: str | None) -> None:
+            span.set_attribute(STREAM_EVENTS, events)
+            if error_type is not None:
+                span.set_attribute("error.type", error_type)
+                span.set_status(Status(StatusCode.ERROR))
+            span.end()
+
+        return end
+
+    @staticmethod
+    def current_carrier() -> dict[str, str] | None:
+        """The current span's trace context as a carrier; ``None`` without a valid span."""
+        if not trace.get_current_span().get_span_context().is_valid:
+            return None
+        found: dict[str, str] = {}
+        propagate.inject(found)
+        return found
 
     @staticmethod
     def context_of(started: Any) -> Callable[[], dict[str, str]]:
@@ -339,6 +381,19 @@ def _by_status(read: Callable[[], dict[str, int] | None]) -> Callable[..., Any]:
 
 #: The statuses ``flask_mcp.tasks.live`` always reports (a series that drops to 0 stays).
 _STATUSES = (WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED)
+
+
+def task_attributes(request: RequestInfo, tool: str) -> dict[str, Any]:
+    """The ``task {tool}`` span's attributes: the conventions' ones of the
+    ``tools/call`` that started it (but ``network.*``: a task queue's worker
+    has no connection to the client), so the run is found as the call is."""
+    attributes: dict[str, Any] = {"mcp.method.name": request.method, "mcp.protocol.version": request.revision.version,
+                                  "gen_ai.tool.name": tool, "gen_ai.operation.name": "execute_tool"}
+    if request.session is not None:
+        attributes["mcp.session.id"] = request.session.id
+    if request.request_id is not None:
+        attributes["jsonrpc.request.id"] = str(request.request_id)
+    return attributes
 
 
 def _task_error_type(record: TaskRecord) -> str | None:

@@ -22,7 +22,7 @@ from postgres_server import contract_database, empty_sql_tables
 from redis_server import shared_cluster
 
 from flask_mcp.backends import open_backend
-from flask_mcp.backends.contracts import StatusCountingStore
+from flask_mcp.backends.contracts import ListingTaskStore, StatusCountingStore
 from flask_mcp.backends.memory import MemoryTaskStore
 from flask_mcp.backends.redis import RedisTaskStore
 from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
@@ -116,6 +116,9 @@ def full_record(ttl_ms: int | None = 60_000) -> TaskRecord:
         result=None,
         error={"code": -32603, "message": "earlier"},
         cancel_requested=True,
+        tool="slow_report",
+        session_id="a-legacy-session",
+        queue_id=str(uuid.uuid4()),
     )
 
 
@@ -282,6 +285,31 @@ def test_live_tasks_are_counted_by_status_and_expired_ones_are_not(case: Case) -
     assert case.clock is not None
     case.clock.now += 61  # every record but the one without a TTL expired (still kept: not pruned yet)
     assert case.store.count_by_status() == {"failed": 1}
+
+
+def test_unfinished_tasks_are_listed_oldest_first_and_ended_or_expired_ones_are_not(case: Case) -> None:
+    assert isinstance(case.store, ListingTaskStore)
+    assert case.store.unfinished(10) == []
+    created = []
+    for n, status in enumerate(["working", "completed", "input_required", "failed", "working", "cancelled"]):
+        record = full_record(ttl_ms=60_000 if n else None)  # the oldest never expires
+        record.status = status
+        record.created_at -= 10 - n  # n-th oldest
+        case.store.create(record)
+        created.append(record)
+    running = [created[0], created[2], created[4]]
+    assert case.store.unfinished(10) == running
+    assert case.store.unfinished(2) == running[:2]
+
+    def finish(record: TaskRecord) -> bool:
+        record.status = "completed"
+        return True
+
+    case.store.update(created[2].task_id, finish)
+    assert [r.task_id for r in case.store.unfinished(10)] == [created[0].task_id, created[4].task_id]
+    if case.clock is not None:  # Redis expires keys on its own clock: the TTL test above covers it
+        case.clock.now += 61  # expired, not pruned yet: not listed
+        assert [r.task_id for r in case.store.unfinished(10)] == [created[0].task_id]
 
 
 @pytest.mark.parametrize("case", ["redis", "redis-cluster"], indirect=True)

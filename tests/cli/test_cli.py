@@ -328,5 +328,6 @@ def test_the_example_apps_commands_print_what_the_docs_show(tmp_path: Path) -> N
 
     counted = _example("sessions", tmp_path=tmp_path)
     assert counted.returncode == 0, counted.stderr
-    assert counted.stdout.splitlines()[1:] == ["Legacy sessions: 0 live", "Tasks: 1 live"]  # check's probe task
+    assert counted.stdout.splitlines()[1:] == ["Legacy sessions: 0 live", "Tasks: 1 live",  # check's probe task
+                                               "Running tasks: none"]  # written as ended: not listed
 

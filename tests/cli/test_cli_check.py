@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -300,3 +301,70 @@ def test_check_reports_what_init_app_warned_it_ignores(tmp_path: Path, monkeypat
         "FLASK_MCP_PAGESIZE is set in the environment, but MCP_PAGESIZE is not a flask-mcp setting "
         "(did you mean FLASK_MCP_PAGE_SIZE?)",
     ]
+
+
+# ---------------------------------------------------------------------- the Celery task queue
+# (with real workers: tests/e2e/test_e2e_celery_ops.py)
+
+
+def celery_app_for(app: Flask, broker_url: str) -> Any:
+    """A Celery app on ``broker_url`` kept where Flask's pattern keeps it (not the process's default app)."""
+    from celery import Celery
+
+    celery = Celery(app.name, broker=broker_url, set_as_current=False)
+    app.extensions["celery"] = celery
+    return celery
+
+
+def test_check_says_nothing_of_celery_with_the_thread_runner(tmp_path: Path) -> None:
+    app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3", SECRET_KEY="s")
+    celery_app_for(app, f"redis://127.0.0.1:{free_port()}/0")  # never asked: the tasks run in threads
+    result = runner_for(app)("check", "--json")
+    assert result.exit_code == 0, result.output
+    assert "task queue" not in _findings(result)
+
+
+def test_check_fails_when_the_app_keeps_no_celery_app(tmp_path: Path) -> None:
+    pytest.importorskip("celery")
+    app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3", SECRET_KEY="s", MCP_TASK_RUNNER="celery")
+    result = runner_for(app)("check", "--json")
+    assert result.exit_code == 1
+    [(status, detail)] = _findings(result)["task queue"]
+    assert status == "FAIL" and 'app.extensions["celery"] holds no Celery app' in detail
+
+
+def test_check_fails_at_once_when_the_celery_broker_refuses(tmp_path: Path) -> None:
+    pytest.importorskip("celery")
+    app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3", SECRET_KEY="s", MCP_TASK_RUNNER="celery")
+    port = free_port()  # nothing listens there: the connection is refused
+    celery_app_for(app, f"redis://:hunter2@127.0.0.1:{port}/0")
+    started = time.monotonic()
+    result = runner_for(app)("check")
+    assert time.monotonic() - started < 10  # one attempt, no retry loop
+    assert result.exit_code == 1
+    line = next(line for line in result.stdout.splitlines() if "task queue" in line)
+    assert line.startswith(f"FAIL  task queue      the Celery broker redis://:***@127.0.0.1:{port}/0 is unreachable: ")
+    assert "Connection refused" in line and line.endswith("(every task tool call would get 503)")
+    assert "hunter2" not in result.output
+    assert "Traceback" not in result.output
+
+
+def test_check_warns_when_no_celery_worker_answers_and_fails_in_strict(tmp_path: Path) -> None:
+    pytest.importorskip("celery")
+    from redis_server import start_redis_server, stop_redis_server
+
+    port = free_port()
+    server = start_redis_server(port)  # a broker of our own: no worker of another test answers
+    try:
+        app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3", SECRET_KEY="s", MCP_TASK_RUNNER="celery")
+        celery_app_for(app, f"redis://127.0.0.1:{port}/0")
+        result = runner_for(app)("check", "--celery-timeout", "0.3")
+        assert result.exit_code == 0, result.output
+        lines = [line for line in result.stdout.splitlines() if "task queue" in line]
+        assert lines[0].startswith(f"ok    task queue      Celery broker redis://127.0.0.1:{port}/0 reachable (")
+        assert lines[1:] == ["warn  task queue      no Celery worker answered a ping within 0.3 s: task tool calls "
+                             "would wait in the queue until one starts (celery -A your_module worker)"]
+        strict = runner_for(app)("check", "--strict", "--celery-timeout", "0.3")
+        assert strict.exit_code == 1 and "1 check failed." in strict.stderr
+    finally:
+        stop_redis_server(server)

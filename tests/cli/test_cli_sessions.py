@@ -5,6 +5,8 @@ own, a cachelib cache, memory."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from cli_app import create_app, redis_test_backend, runner_for
 from conftest import FakeClock, free_port
 from flask import Flask
 
+from flask_mcp import MCP, Context
 from flask_mcp.backends.contracts import Backend
 from flask_mcp.testing import MCPTestClient
 
@@ -39,6 +42,7 @@ def test_sessions_counts_and_prunes_a_sqlite_backend(tmp_path: Path) -> None:
         f"Backend: sqlite:///{tmp_path}/mcp.sqlite3",
         "Legacy sessions: 3 live",
         "Tasks: 0 live",
+        "Running tasks: none",
     ]
     store = app.extensions["mcp"].backend.sessions
     clock = FakeClock()
@@ -93,3 +97,55 @@ def test_sessions_fails_cleanly_when_the_backend_is_down() -> None:
     assert "Traceback" not in result.output
 
 
+
+
+def test_sessions_lists_the_tasks_still_running_with_their_tool_and_status(tmp_path: Path) -> None:
+    """A task tool running in a thread of the app (the SQLite file is what the
+    command reads, as it would from another process): listed while it runs,
+    with its tool, status message and where it runs; gone once it ended."""
+    app = create_app(MCP_BACKEND=f"sqlite:///{tmp_path}/mcp.sqlite3")
+    release = threading.Event()
+    mcp: MCP = app.extensions["mcp"].extension
+
+    @mcp.tool(task="required")
+    def slow_report(ctx: Context) -> str:
+        ctx.set_task_status("page 3 of 7")
+        release.wait(10)
+        return "done"
+
+    client = MCPTestClient(app, protocol_version="2026-07-28",
+                           capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    task_id = client.call_tool("slow_report").result["taskId"]
+    try:
+        run = runner_for(app)
+        for _ in range(200):  # the status message is set as the tool starts
+            report = json.loads(run("sessions", "--json").stdout)
+            if report["running"]["tasks"] and report["running"]["tasks"][0]["status_message"]:
+                break
+            time.sleep(0.01)
+        (task,) = report["running"]["tasks"]
+        assert task["task_id"] == task_id and task["tool"] == "slow_report" and task["status"] == "working"
+        assert task["status_message"] == "page 3 of 7" and task["celery_task_id"] is None
+        assert task["session_id"] is None and report["running"]["more"] is False
+        lines = run("sessions").stdout.splitlines()
+        assert lines[3] == "Running tasks (1):"
+        assert lines[4].startswith(f"  {task_id}  slow_report  working  since {task['created_at']} (")
+        assert lines[4].endswith("in a web worker's thread")
+        assert lines[5].startswith("      page 3 of 7 (updated ")
+        client.call_tool("slow_report")  # a second one: --limit 1 shows the oldest and says so
+        limited = run("sessions", "--limit", "1").stdout.splitlines()
+        assert limited[3] == "Running tasks (the oldest 1):" and limited[4].startswith(f"  {task_id}  ")
+    finally:
+        release.set()
+    for _ in range(500):
+        if "Running tasks: none" in run("sessions").stdout:
+            break
+        time.sleep(0.01)
+    assert "Running tasks: none" in run("sessions").stdout
+
+
+def test_sessions_says_a_cachelib_backend_lists_no_running_tasks() -> None:
+    from cachelib import SimpleCache
+
+    report = json.loads(runner_for(create_app(MCP_BACKEND=SimpleCache()))("sessions", "--json").stdout)
+    assert report["running"] == {"listable": False, "reason": "this backend keeps no tasks"}

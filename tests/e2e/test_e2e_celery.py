@@ -373,7 +373,9 @@ def test_a_celery_task_s_span_continues_its_call_s_trace_and_its_worker_counts_i
         assert run["parent_id"] == call["context"]["span_id"]
         assert run["kind"] == "SpanKind.INTERNAL"
         assert run["attributes"] == {"gen_ai.tool.name": "tasked", "flask_mcp.task.id": task_id,
-                                     "flask_mcp.task.status": "completed"}
+                                     "flask_mcp.task.status": "completed", "mcp.method.name": "tools/call",
+                                     "mcp.protocol.version": MODERN, "gen_ai.operation.name": "execute_tool",
+                                     "jsonrpc.request.id": call["attributes"]["jsonrpc.request.id"]}
         assert run["status"]["status_code"] == "UNSET"
 
         def counted(exports: list[dict[str, Any]]) -> bool:

@@ -265,7 +265,9 @@ def test_the_worker_s_run_is_a_span_under_the_call_and_is_counted_but_never_aban
     (message,) = [span for span in exporter.get_finished_spans() if span.name == "run/flask_mcp.run_task"]
     assert [link.context.span_id for link in run.links] == [message.context.span_id]  # linked, not the parent
     assert dict(run.attributes or {}) == {"gen_ai.tool.name": "once", "flask_mcp.task.id": task_id,
-                                          "flask_mcp.task.status": "completed"}
+                                          "flask_mcp.task.status": "completed", "mcp.method.name": "tools/call",
+                                          "mcp.protocol.version": "2026-07-28", "gen_ai.operation.name": "execute_tool",
+                                          "jsonrpc.request.id": (call.attributes or {})["jsonrpc.request.id"]}
     data = reader.get_metrics_data()
     assert data is not None
     ended = [point for resource in data.resource_metrics for scope in resource.scope_metrics

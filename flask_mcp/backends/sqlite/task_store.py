@@ -7,6 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+from ...protocol.task_records import TERMINAL
 from ..contracts import DEFAULT_IO_TIMEOUT, StoreCount, TaskRecord
 from .database import SqliteDatabase, database_for
 
@@ -76,6 +77,17 @@ class SqliteTaskStore:
                 (self.clock(),),
             ).fetchall()
         return {str(status): int(n) for status, n in rows}
+
+    def unfinished(self, limit: int) -> list[TaskRecord]:
+        """Tasks within their TTL that have not ended, oldest first: one query over the rows."""
+        with self.database.connection() as connection:
+            rows = connection.execute(
+                "SELECT record FROM mcp_tasks WHERE (expires IS NULL OR expires >= ?)"
+                " AND json_extract(record, '$.status') NOT IN (?, ?, ?)"
+                " ORDER BY json_extract(record, '$.created_at'), id LIMIT ?",
+                (self.clock(), *sorted(TERMINAL), limit),
+            ).fetchall()
+        return [TaskRecord.from_dict(json.loads(row[0])) for row in rows]
 
     def prune(self) -> int:
         """Delete every expired task; how many were deleted."""
