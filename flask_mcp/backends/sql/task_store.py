@@ -109,6 +109,20 @@ class SqlTaskStore:
             counts[status] = counts.get(status, 0) + 1
         return counts
 
+    def unfinished(self, limit: int) -> list[TaskRecord]:
+        """Tasks within their TTL that have not ended, oldest first (the records
+        are read and sorted here: JSON functions differ from one database to the next)."""
+        now = self.clock()
+        rows = self.database.retried(
+            lambda connection: connection.execute(
+                select(_RECORD).where(or_(_EXPIRES.is_(None), _EXPIRES >= now))
+            ).scalars().all()
+        )
+        records = [TaskRecord.from_dict(json.loads(row)) for row in rows]
+        running = [record for record in records if not record.terminal]
+        running.sort(key=lambda record: (record.created_at, record.task_id))
+        return running[:limit]
+
     def prune(self) -> int:
         """Delete every expired task; how many were deleted."""
         now = self.clock()
