@@ -40,6 +40,7 @@ class BenchPostgres:
             sock.bind(("127.0.0.1", 0))
             self.port = int(sock.getsockname()[1])
         self.process: subprocess.Popen[bytes] | None = None
+        self.urls: list[str] = []
         self._prefix: list[str] = []
         if os.getuid() == 0:
             shutil.chown(self.folder, "nobody", "nogroup")
@@ -77,7 +78,9 @@ class BenchPostgres:
         done = self._psql(f'CREATE DATABASE "{name}" STRATEGY = FILE_COPY')
         if done.returncode != 0:
             raise RuntimeError(f"CREATE DATABASE failed: {done.stderr.decode(errors='replace')}")
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+        url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+        self.urls.append(url)
+        return url
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -89,3 +92,7 @@ class BenchPostgres:
                 process.kill()
                 process.wait(5)
         shutil.rmtree(self.folder, ignore_errors=True)
+        from flask_mcp.backends.sql.sessions import stamps_file  # the servers' session change stamps
+
+        for url in self.urls:
+            Path(stamps_file(url)).unlink(missing_ok=True)

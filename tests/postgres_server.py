@@ -25,6 +25,7 @@ import psycopg
 from conftest import free_port, unavailable
 
 from flask_mcp.backends.sql import SqlDatabase, metadata
+from flask_mcp.backends.sql.sessions import stamps_file
 
 #: The user ``initdb`` makes the superuser, and the clients' user.
 USER = "postgres"
@@ -61,6 +62,8 @@ class PostgresCluster:
         self.port = free_port()
         self.max_connections = max_connections
         self.process: subprocess.Popen[bytes] | None = None
+        #: Every database made here (their session change-stamp files go at the end).
+        self.databases = ["postgres"]
         if os.getuid() == 0:
             shutil.chown(self.folder, "nobody", "nogroup")
 
@@ -106,6 +109,7 @@ class PostgresCluster:
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.dsn(), autocommit=True) as connection:
             connection.execute(f'CREATE DATABASE "{name}" STRATEGY = FILE_COPY')
+        self.databases.append(name)
         return self.url(name)
 
     def listeners(self, database: str | None = None) -> list[tuple[int, str]]:
@@ -157,6 +161,8 @@ class PostgresCluster:
                 process.wait(5)
         if remove:
             shutil.rmtree(self.folder, ignore_errors=True)
+            for name in self.databases:  # the stamps files the session stores made in the temporary folder
+                Path(stamps_file(self.url(name))).unlink(missing_ok=True)
 
 
 def _children(pid: int) -> list[int]:

@@ -28,6 +28,7 @@ from flask_mcp import MCP
 from flask_mcp.backends import open_backend
 from flask_mcp.backends.contracts import Backend, BackendUnavailable
 from flask_mcp.backends.sql import PostgresMessageBus, SqlDatabase, SqlSessionStore, metadata
+from flask_mcp.backends.sql.sessions import stamps_file
 from flask_mcp.config import ConfigError
 from flask_mcp.testing import MCPTestClient
 
@@ -248,6 +249,9 @@ def test_sql_an_unreachable_database_is_unavailable_at_once_and_the_endpoint_ans
     assert answer.status_code == 503
     assert "unavailable" in answer.error["message"].lower()
     assert "secret" not in str(answer.message)
+    for where in (f"postgresql+psycopg://postgres@127.0.0.1:{port}/none",
+                  f"postgresql+psycopg://postgres:***@127.0.0.1:{port}/none"):
+        Path(stamps_file(where)).unlink(missing_ok=True)  # made by the first read, before the database was tried
 
 
 def test_sql_other_databases_get_the_polling_bus(tmp_path: Path) -> None:

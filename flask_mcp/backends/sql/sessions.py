@@ -44,6 +44,13 @@ _SAVE_AND_NOTIFY = text(
 )
 
 
+def stamps_file(url: str) -> str:
+    """Where the workers of this machine keep the change stamps of the
+    sessions in the database at ``url`` (SQLAlchemy's form, password hidden)."""
+    name = f"flask-mcp-{hashlib.sha256(url.encode()).hexdigest()[:20]}-{os.getuid()}.stamps"
+    return os.path.join(tempfile.gettempdir(), name)
+
+
 class SqlSessionStore:
     """Sessions as JSON rows; ``last_seen`` is the idle timer, written back
     by a read only when it is more than ``refresh_slack`` seconds old (a read
@@ -267,11 +274,7 @@ class SqlSessionStore:
         a notification reaches another worker's listener a moment after the
         write, and the client's next request may be quicker."""
         if self._bus is not None:
-            path = self.stamps_path
-            if path is None:
-                url = self.database.engine.url.render_as_string(hide_password=True)
-                name = f"flask-mcp-{hashlib.sha256(url.encode()).hexdigest()[:20]}-{os.getuid()}.stamps"
-                path = os.path.join(tempfile.gettempdir(), name)
+            path = self.stamps_path or stamps_file(self.database.engine.url.render_as_string(hide_password=True))
             self._stamps = ChangeStamps.open(path)
         self._stamps_opened = True
         return self._stamps
