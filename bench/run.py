@@ -37,7 +37,10 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from postgres import BenchPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -66,6 +69,10 @@ PINS = [
     "requests==2.34.2",
     "pyinstrument==5.1.3",
     "orjson==3.13.0",  # flask-mcp's "fast" extra, as a production install would have it
+    # flask-mcp's "sql" extra, for the PostgreSQL rows (a PostgreSQL of the bench's own, bench/postgres.py)
+    "sqlalchemy==2.1.9",
+    "psycopg==3.3.9",
+    "psycopg-binary==3.3.9",
 ]
 
 #: A row whose server core spent more than this share elsewhere is marked as disturbed.
@@ -179,7 +186,7 @@ class ServerSpec:
     workloads: tuple[str, ...]
     worker_class: str = "sync"
     env: dict[str, str] = field(default_factory=dict)
-    backend: str = ""  # "sqlite", "redis", "memory" or "" (placeholders, filled per start)
+    backend: str = ""  # "sqlite", "redis", "postgresql", "memory" or "" (placeholders, filled per start)
     role: str = "flask-mcp"  # flask-mcp, floor, sdk, reference (a bare app that shows a ceiling)
     optional: bool = False  # skipped by --quick
     on_request: bool = False  # run only when --servers names it in full
@@ -196,6 +203,9 @@ SERVERS = [
                backend="sqlite", note="MCP_BACKEND sqlite (the default store, file in a temp dir)"),
     ServerSpec("flask-mcp/sync/redis", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-legacy", "initialize"), backend="redis", note="MCP_BACKEND redis://127.0.0.1:6379/<db>"),
+    ServerSpec("flask-mcp/sync/postgresql", "gunicorn", "bench.apps.flask_mcp_app:app",
+               ("call-legacy", "initialize"), backend="postgresql",
+               note="MCP_BACKEND postgresql+psycopg://... (a fresh database per start on the bench's own PostgreSQL)"),
     ServerSpec("flask-mcp/sync/memory", "gunicorn", "bench.apps.flask_mcp_app:app", ("call-legacy", "initialize"),
                backend="memory", on_request=True,
                note="MCP_BACKEND memory:// (one worker's dict): what the session store costs, by contrast"),
@@ -328,7 +338,7 @@ class CoreMeter:
 class Server:
     """One running server process (pinned), started and stopped by PID."""
 
-    def __init__(self, spec: ServerSpec, tmp: Path, redis: str) -> None:
+    def __init__(self, spec: ServerSpec, tmp: Path, redis: str, postgres: BenchPostgres | None = None) -> None:
         self.spec = spec
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -341,6 +351,9 @@ class Server:
             env["FLASK_MCP_BACKEND"] = redis
         elif spec.backend == "memory":
             env["FLASK_MCP_BACKEND"] = "memory://"
+        elif spec.backend == "postgresql":
+            assert postgres is not None
+            env["FLASK_MCP_BACKEND"] = postgres.database()
         if spec.kind == "gunicorn":
             cmd = [str(VBIN / "gunicorn"), "-w", "1", "-k", spec.worker_class, "-b", f"127.0.0.1:{self.port}",
                    "--no-control-socket", "--log-level", "warning", "--error-logfile", str(self.log),
@@ -602,11 +615,12 @@ def _serve(
     round_no: int,
     running: list[Server],
     floors: dict[str, Server],
+    postgres: BenchPostgres | None = None,
 ) -> Server | None:
     """Start one server, check and measure its workloads; the server is left
     running (``None`` if it did not start). A non-floor server is measured
     interleaved with its floor (``measure_paired``)."""
-    server = Server(spec, tmp, f"{args.redis_url.rstrip('/')}/{args.redis_db}")
+    server = Server(spec, tmp, f"{args.redis_url.rstrip('/')}/{args.redis_db}", postgres)
     running.append(server)
     try:
         server.wait_ready()
@@ -694,6 +708,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             print(f"!! Redis at {args.redis_url} unavailable ({exc}); skipping the Redis servers", flush=True)
             plan = [(s, w) for s, w in plan if s.backend != "redis"]
 
+    postgres: BenchPostgres | None = None
+    if any(spec.backend == "postgresql" for spec, _ in plan):
+        sys.path.insert(0, str(BENCH))
+        from postgres import BenchPostgres  # bench/postgres.py
+
+        try:
+            postgres = BenchPostgres().start()
+        except Exception as exc:  # noqa: BLE001 - no PostgreSQL here: skip its rows
+            print(f"!! PostgreSQL could not be started ({exc}); skipping the PostgreSQL servers", flush=True)
+            plan = [(s, w) for s, w in plan if s.backend != "postgresql"]
+
     cells: dict[tuple[str, str, int], Cell] = {}
     for spec, loads in plan:
         for w in loads:
@@ -725,7 +750,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 if server is not None:
                     floors[spec.worker_class] = server
             for spec, loads in order:
-                server = _serve(spec, loads, args, cells, tmp, round_no, running, floors)
+                server = _serve(spec, loads, args, cells, tmp, round_no, running, floors, postgres)
                 if server is not None:
                     server.stop()
                     running.remove(server)
@@ -736,6 +761,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for server in running:
             server.stop()
         removed = redis_keys.cleanup() if redis_keys else 0
+        if postgres is not None:
+            postgres.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     if redis_keys:
         print(f"\n(removed the {removed} Redis session keys this run created in db {args.redis_db})")

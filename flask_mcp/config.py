@@ -20,7 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "MCP_NAME": None,  # defaults to the Flask app's name
     "MCP_VERSION": None,  # defaults to "0.0.0"
     "MCP_INSTRUCTIONS": None,  # static instructions (per request: @mcp.instructions)
-    "MCP_BACKEND": "sqlite://",  # a file in the app's instance folder
+    "MCP_BACKEND": "sqlite://",  # a file in the instance folder; or redis://..., postgresql://..., the app's db
     "MCP_SESSION_TIMEOUT": 3600,  # seconds a legacy session may stay idle
     "MCP_MAX_CONTENT_LENGTH": 4 * 1024 * 1024,  # bytes; larger request bodies get 413
     "MCP_PAGE_SIZE": 100,  # items per list page (opaque cursors)
@@ -85,7 +85,7 @@ DEFAULTS: dict[str, Any] = {
 #: they are not fields of :class:`Settings`.
 OAUTH_DEFAULTS: dict[str, Any] = {
     "MCP_OAUTH": False,  # turn the authorization server on (needs MCP_AUTH = True and flask-mcp[oauth])
-    "MCP_OAUTH_STORE": "sqlite://",  # where codes and tokens live: "sqlite://[/path]", a Redis URL, or an object
+    "MCP_OAUTH_STORE": "sqlite://",  # where codes and tokens live: "sqlite://[/path]", Redis or PostgreSQL, an object
     "MCP_OAUTH_STORE_PREFIX": "flask-mcp:oauth:",  # the Redis key prefix of a Redis store
     "MCP_OAUTH_ISSUER": None,  # the issuer URL (None: the request's root URL; set it behind a proxy)
     "MCP_OAUTH_CURRENT_USER": None,  # a function returning the signed-in user's id or None (None: Flask-Login's)

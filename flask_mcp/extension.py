@@ -6,6 +6,7 @@ import functools
 import inspect
 import logging
 import os
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, Unpack, overload
 
@@ -409,6 +410,26 @@ def _request_state_key() -> bytes:
     return state_key(secret)
 
 
+def _is_flask_sqlalchemy(spec: object) -> bool:
+    module = sys.modules.get("flask_sqlalchemy")
+    return module is not None and isinstance(spec, module.SQLAlchemy)
+
+
+def _flask_sqlalchemy_engine(app: Flask, spec: object) -> object:
+    """The engine of the app's Flask-SQLAlchemy (``MCP_BACKEND = db`` or
+    ``"flask-sqlalchemy"``): sessions then live in the app's own database,
+    through its pool. Flask-SQLAlchemy keeps one engine per app, so it must be
+    initialised on this app first."""
+    registered = app.extensions.get("sqlalchemy")
+    if registered is None or spec not in ("flask-sqlalchemy", registered):
+        raise ConfigError(
+            "MCP_BACKEND names Flask-SQLAlchemy, which is not initialised on this app: "
+            "call db.init_app(app) before MCP(app) / mcp.init_app(app)"
+        )
+    with app.app_context():
+        return registered.engine
+
+
 def _open_backend(app: Flask, settings: Settings) -> Backend:
     """``MCP_BACKEND`` as a :class:`Backend`: a URI, an object, or a shorthand
     for what the app already configured (``"flask-session"``, ``"flask-caching"``)."""
@@ -423,6 +444,8 @@ def _open_backend(app: Flask, settings: Settings) -> Backend:
             raise ConfigError("MCP_BACKEND 'flask-caching' needs Flask-Caching initialised before flask-mcp")
         spec = next(iter(caching.values())) if isinstance(caching, dict) else caching
         spec = getattr(spec, "cache", spec)
+    if spec == "flask-sqlalchemy" or _is_flask_sqlalchemy(spec):
+        spec = _flask_sqlalchemy_engine(app, spec)
     try:
         backend = open_backend(
             spec, timeout=settings.session_timeout, instance_path=app.instance_path, retention=settings.sse_retention

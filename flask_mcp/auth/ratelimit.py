@@ -5,8 +5,9 @@ authenticated principal, else the remote address).
 Counting uses Flask-Limiter's engine (the ``limits`` package): a fixed-window
 counter in ``MCP_RATE_LIMIT_STORAGE`` when it is set; else the app's own
 ``Limiter`` (its strategy and storage) when the app has one; else a
-fixed-window counter in the session backend's Redis (or Redis Cluster),
-else in memory. Over the limit -> ``429`` with ``Retry-After``
+fixed-window counter in the session backend's Redis (or Redis Cluster, or
+SQL database: a session store that offers ``rate_limit_storage()``), else
+in memory. Over the limit -> ``429`` with ``Retry-After``
 and a JSON-RPC error body. If the counter's storage fails, requests are let
 through (one log line a minute): rate limits protect, they should not take
 the service down.
@@ -167,6 +168,11 @@ class RateLimits:
         options: dict[str, Any] = {"wrap_exceptions": True}
         client: Any = getattr(self.backend.sessions, "client", None)
         on_redis = uri is None and client is not None and self.backend.describe().startswith("redis")
+        shared_storage = getattr(self.backend.sessions, "rate_limit_storage", None)
+        if uri is None and callable(shared_storage):
+            self.description = f"the session backend's {self.backend.describe()}"
+            shared_strategy = FixedWindowRateLimiter(shared_storage())
+            return lambda: shared_strategy
         if on_redis and client.connection_pool is None:
             from ..backends.redis_cluster import rate_limit_storage  # a cluster: no single pool to share
 

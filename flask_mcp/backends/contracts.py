@@ -130,7 +130,7 @@ class Backend:
         if self.bus is None:
             raise BusNotSupported(
                 f"{feature} needs a message bus, and MCP_BACKEND ({self.describe()}) has none: "
-                "use 'memory://', 'sqlite://' or 'redis://...'"
+                "use 'memory://', 'sqlite://', 'redis://...' or the app's SQL database ('postgresql://...')"
             )
         return self.bus
 

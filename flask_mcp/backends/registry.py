@@ -45,6 +45,9 @@ BUILT_IN: dict[str, str] = {
     "redis+cluster": "flask_mcp.backends.redis_cluster:open_uri",
     "rediss+cluster": "flask_mcp.backends.redis_cluster:open_uri",
     "redis+sentinel": "flask_mcp.backends.redis_sentinel:open_uri",
+    "postgresql": "flask_mcp.backends.sql:open_uri",
+    "postgresql+psycopg": "flask_mcp.backends.sql:open_uri",
+    "postgres": "flask_mcp.backends.sql:open_uri",
 }
 
 ACCEPTED = (
@@ -53,8 +56,10 @@ ACCEPTED = (
     "'redis://...', 'rediss://...', 'redis+unix:///path/to/redis.sock', "
     "'redis+cluster://host:port,host:port' (or 'rediss+cluster://...'), "
     "'redis+sentinel://host:26379[,host:26379...]/service-name[/db]', "
+    "'postgresql://user:password@host/database' (or 'postgresql+psycopg://...'), "
     f"a scheme an installed package registers (entry point group {ENTRY_POINT_GROUP!r}), "
-    "a redis.Redis or redis.cluster.RedisCluster client, a cachelib cache (e.g. the one Flask-Caching built), "
+    "a redis.Redis or redis.cluster.RedisCluster client, an SQLAlchemy engine or the app's Flask-SQLAlchemy object, "
+    "a cachelib cache (e.g. the one Flask-Caching built), "
     "or an object implementing flask_mcp.backends.SessionStore (create, get, save, touch, delete)"
 )
 
@@ -147,6 +152,11 @@ def _adopt(spec: object, options: BackendOptions) -> Backend:
         from .redis_cluster import adopt
 
         return adopt(spec, options)
+    sqlalchemy_module = sys.modules.get("sqlalchemy")
+    if sqlalchemy_module is not None and isinstance(spec, sqlalchemy_module.Engine):
+        from .sql import adopt as adopt_engine
+
+        return adopt_engine(spec, options)
     cachelib_module = sys.modules.get("cachelib")
     if cachelib_module is not None and isinstance(spec, cachelib_module.BaseCache):
         from .cachelib import CachelibSessionStore

@@ -16,7 +16,9 @@ import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from postgres_server import contract_database, empty_sql_tables
 from redis_server import shared_cluster
+from sqlalchemy import create_engine
 
 from flask_mcp.backends.cachelib import CachelibSessionStore
 from flask_mcp.backends.contracts import Backend, MessageBus
@@ -25,6 +27,14 @@ from flask_mcp.backends.redis import RedisEventLog, RedisMessageBus, RedisSessio
 from flask_mcp.backends.redis_cluster import ClusterEventLog, ClusterMessageBus, ClusterSessionStore
 from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
 from flask_mcp.backends.redis_sentinel import client_from_sentinel_url
+from flask_mcp.backends.sql import (
+    PollingMessageBus,
+    PostgresMessageBus,
+    SqlDatabase,
+    SqlEventLog,
+    SqlSessionStore,
+    SqlTaskStore,
+)
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteEventLog, SqliteMessageBus, SqliteSessionStore
 from flask_mcp.protocol.events import EventLog
 from flask_mcp.protocol.session import Session
@@ -96,13 +106,77 @@ def _cluster_setup(url: str, prefix: str) -> str:
 #: The Redis backend on one server and on a private Sentinel deployment's primary
 #: (the same code: only the client differs); the Cluster has a backend of its own.
 REDIS = ["redis", "redis-sentinel"]
-ALL = ["memory", "sqlite", *REDIS, "redis-cluster", "cachelib-simple", "cachelib-filesystem"]
+#: The SQL backend: on PostgreSQL from a URL and through the app's
+#: Flask-SQLAlchemy engine (LISTEN/NOTIFY bus, tests/postgres_server.py), and on
+#: a SQLite file through SQLAlchemy (the polling bus other databases get).
+SQL = ["postgresql", "postgresql-flask-sqlalchemy", "sql-sqlite"]
+ALL = ["memory", "sqlite", *REDIS, "redis-cluster", *SQL, "cachelib-simple", "cachelib-filesystem"]
 #: Where a test clock decides expiry (Redis TTLs run on the server's clock).
 WITH_CLOCK = [name for name in ALL if not name.startswith("redis")]
-WITH_BUS = ["memory", "sqlite", *REDIS, "redis-cluster"]
+WITH_BUS = ["memory", "sqlite", *REDIS, "redis-cluster", *SQL]
 #: Shared between processes (a child process can reach the same sessions).
-SHARED = ["sqlite", *REDIS, "redis-cluster", "cachelib-filesystem"]
-SHARED_BUS = ["sqlite", *REDIS, "redis-cluster"]
+#: (Not the Flask-SQLAlchemy case: its child process opens the URL, as the plain case does.)
+SHARED = ["sqlite", *REDIS, "redis-cluster", "postgresql", "sql-sqlite", "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", *REDIS, "redis-cluster", "postgresql", "sql-sqlite"]
+#: Where the event log's retention runs on the test clock.
+CLOCKED_EVENTS = ["memory", "sqlite", *SQL]
+
+def sql_backend(database: SqlDatabase, clock: FakeClock) -> Backend:
+    """Every SQL store on ``database``, on the test clock; the bus its dialect gets."""
+    bus = PostgresMessageBus(database) if database.postgresql else PollingMessageBus(database)
+
+    def close() -> None:
+        if isinstance(bus, PostgresMessageBus):
+            bus.close()
+        database.close()
+
+    return Backend(
+        SqlSessionStore(database, timeout=TIMEOUT, clock=clock,
+                        bus=bus if isinstance(bus, PostgresMessageBus) else None),
+        bus,
+        SqlEventLog(database, retention=RETENTION, clock=clock),
+        SqlTaskStore(database, clock=clock),
+        close=close,
+    )
+
+
+@contextmanager
+def open_sql_case(name: str, tmp_path: Path) -> Iterator[Case]:
+    """One of :data:`SQL`, closed afterwards."""
+    clock = FakeClock()
+    if name == "postgresql":
+        url = contract_database()
+        database = SqlDatabase.from_url(url)
+    elif name == "postgresql-flask-sqlalchemy":
+        from flask import Flask
+        from flask_sqlalchemy import SQLAlchemy
+
+        url = contract_database()
+        app = Flask(__name__)
+        app.config["SQLALCHEMY_DATABASE_URI"] = url
+        db = SQLAlchemy()
+        db.init_app(app)
+        with app.app_context():
+            database = SqlDatabase(db.engine, owned=False)
+    else:
+        url = f"sqlite:///{tmp_path / 'sql.sqlite3'}"
+        database = SqlDatabase(create_engine(url), owned=True)
+    empty_sql_tables(database)
+    backend = sql_backend(database, clock)
+    setup = (
+        "from flask_mcp.backends import open_backend\n"
+        + ("from sqlalchemy import create_engine\n"
+           f"backend = open_backend(create_engine({url!r}), timeout={TIMEOUT}, instance_path='.',"
+           f" retention={RETENTION})\n"
+           if name == "sql-sqlite" else
+           f"backend = open_backend({url!r}, timeout={TIMEOUT}, instance_path='.', retention={RETENTION})\n")
+    )
+    try:
+        yield Case(name, backend, clock, setup)
+    finally:
+        backend.close()
+        if name == "postgresql-flask-sqlalchemy":
+            database.engine.dispose()
 
 
 def cases(names: list[str]) -> pytest.MarkDecorator:
@@ -115,7 +189,10 @@ def open_case(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iter
     """The backend called ``name`` (one of :data:`ALL`), closed afterwards
     (``request`` gives the session's Sentinel deployment, started on first use)."""
     clock = FakeClock()
-    if name == "memory":
+    if name in SQL:
+        with open_sql_case(name, tmp_path) as sql_case:
+            yield sql_case
+    elif name == "memory":
         events = MemoryEventLog(RETENTION, clock=clock)
         yield Case(name, Backend(MemorySessionStore(TIMEOUT, clock=clock), MemoryMessageBus(), events), clock)
     elif name == "sqlite":

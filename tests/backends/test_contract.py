@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from backend_cases import (
     ALL,
+    CLOCKED_EVENTS,
     RETENTION,
     ROOT,
     SHARED,
@@ -390,7 +391,7 @@ def test_an_event_log_keeps_its_own_copy(case: Case) -> None:
     assert case.events.read("copy", -1) == [(0, {"message": {"n": 1}, "final": False})]
 
 
-@cases(["memory", "sqlite"])
+@cases(CLOCKED_EVENTS)
 def test_a_stream_is_forgotten_a_retention_after_its_last_event(case: Case) -> None:
     case.events.append("old", 0, {"message": None, "final": False})
     case.clock_.advance(RETENTION - 1)

@@ -161,11 +161,11 @@ def test_open_backend_accepts_a_store_object_and_uses_it_as_bus_if_it_is_one(tmp
 
 def test_a_rejected_uri_does_not_echo_its_password(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown scheme") as caught:
-        open_backend("postgres://app:s3cret@db/x", timeout=42, instance_path=str(tmp_path))
+        open_backend("mongodb://app:s3cret@db/x", timeout=42, instance_path=str(tmp_path))
     assert "s3cret" not in str(caught.value)
 
 
-@pytest.mark.parametrize("spec", ["postgres://db/x", "memory", "memory://extra", "", "sqlite", 42, object(), None])
+@pytest.mark.parametrize("spec", ["mongodb://db/x", "memory", "memory://extra", "", "sqlite", 42, object(), None])
 def test_open_backend_rejects_anything_else_and_lists_what_is_accepted(tmp_path: Path, spec: object) -> None:
     with pytest.raises(ValueError, match="MCP_BACKEND accepts 'memory://', 'sqlite://'"):
         open_backend(spec, timeout=42, instance_path=str(tmp_path))

@@ -18,6 +18,7 @@ import pytest
 import redis
 from cachelib import SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from postgres_server import contract_database, empty_sql_tables
 from redis_server import shared_cluster
 
 from flask_mcp.backends import open_backend
@@ -26,6 +27,7 @@ from flask_mcp.backends.memory import MemoryTaskStore
 from flask_mcp.backends.redis import RedisTaskStore
 from flask_mcp.backends.redis_cluster import client_from_url as client_from_cluster_url
 from flask_mcp.backends.redis_sentinel import client_from_sentinel_url
+from flask_mcp.backends.sql import SqlDatabase, SqlTaskStore
 from flask_mcp.backends.sqlite import SqliteDatabase, SqliteTaskStore
 from flask_mcp.protocol.task_records import TaskRecord, TaskStore
 
@@ -41,10 +43,19 @@ class Case:
     redis_client: redis.Redis | None = None
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel", "postgresql"])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     clock = FakeClock()
-    if request.param == "memory":
+    if request.param == "postgresql":  # the session's cluster (tests/postgres_server.py), tables emptied
+        url = contract_database()
+        sql = SqlDatabase.from_url(url)
+        empty_sql_tables(sql)
+        setup = f"from flask_mcp.backends.sql import SqlTaskStore\nstore = SqlTaskStore({url!r})\n"
+        try:
+            yield Case("postgresql", SqlTaskStore(sql, clock=clock), clock, setup)
+        finally:
+            sql.close()
+    elif request.param == "memory":
         yield Case("memory", MemoryTaskStore(clock=clock), clock)
     elif request.param == "sqlite":
         database = SqliteDatabase(str(tmp_path / "tasks.sqlite3"))
@@ -171,7 +182,7 @@ def test_concurrent_updates_from_threads_are_all_applied(case: Case) -> None:
 
 
 # memory:// lives in one process
-@pytest.mark.parametrize("case", ["sqlite", "redis", "redis-cluster", "redis-sentinel"], indirect=True)
+@pytest.mark.parametrize("case", ["sqlite", "redis", "redis-cluster", "redis-sentinel", "postgresql"], indirect=True)
 def test_updates_from_another_process_interleave_without_losing_any(case: Case) -> None:
     assert case.child_setup is not None
     record = full_record()
@@ -189,7 +200,7 @@ def test_updates_from_another_process_interleave_without_losing_any(case: Case) 
     assert stored is not None and len(stored.asked) == 60
 
 
-@pytest.mark.parametrize("case", ["memory", "sqlite"], indirect=True)  # Redis: its own clock, next test
+@pytest.mark.parametrize("case", ["memory", "sqlite", "postgresql"], indirect=True)  # Redis: its own clock, next test
 def test_a_record_is_gone_once_its_ttl_has_passed(case: Case) -> None:
     assert case.clock is not None
     record = full_record(ttl_ms=10_000)

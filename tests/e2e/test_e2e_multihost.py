@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import requests
 from conftest import JSON_HEADERS, ROOT, free_port, validate_message
+from postgres_server import PostgresCluster
 from redis_server import DataNode, RedisClusterNodes, SentinelDeployment
 from test_e2e_streaming import (
     LEGACY,
@@ -111,7 +112,7 @@ def start_host(name: str, address: str, redis_url: str, folder: Path) -> Host:
 @dataclass
 class Deployment:
     #: url(), crash(lose_data=...), recover(), stop(): tests/redis_server.py.
-    redis: DataNode | SentinelDeployment | ClusterSide
+    redis: DataNode | SentinelDeployment | ClusterSide | PostgresCluster
     a: Host
     b: Host
     folder: Path
@@ -139,10 +140,14 @@ class ClusterSide:
         self.nodes.remove()
 
 
-def start_redis(topology: str, folder: Path) -> DataNode | SentinelDeployment | ClusterSide:
+def start_redis(topology: str, folder: Path) -> DataNode | SentinelDeployment | ClusterSide | PostgresCluster:
     """The Redis side, persistent (``appendfsync always``): a crash loses
-    nothing unless the test deletes its files."""
-    redis_side: DataNode | SentinelDeployment | ClusterSide
+    nothing unless the test deletes its files. ``pgsql``: a PostgreSQL
+    cluster of the module's own in Redis's place (the SQL backend, its
+    LISTEN/NOTIFY bus): a crash of its processes loses nothing either."""
+    redis_side: DataNode | SentinelDeployment | ClusterSide | PostgresCluster
+    if topology == "pgsql":
+        return PostgresCluster().start()
     if topology == "single":
         redis_side = DataNode(folder, persistent=True)
     elif topology == "sentinel":
@@ -153,8 +158,9 @@ def start_redis(topology: str, folder: Path) -> DataNode | SentinelDeployment | 
     return redis_side
 
 
-#: One redis-server; Sentinel (a primary, a replica, a sentinel); a three-primary Cluster.
-TOPOLOGIES = ["single", "sentinel", "cluster"]
+#: One redis-server; Sentinel (a primary, a replica, a sentinel); a three-primary Cluster;
+#: PostgreSQL (``postgresql://``, tests/postgres_server.py).
+TOPOLOGIES = ["single", "sentinel", "cluster", "pgsql"]
 
 
 @pytest.fixture(scope="module", params=TOPOLOGIES)

@@ -52,6 +52,9 @@ def _flask_login_sign_out() -> None:
 
 def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuthStore:
     """``MCP_OAUTH_STORE`` as a store object."""
+    sql_store = _sql_store(app, spec)
+    if sql_store is not None:
+        return sql_store
     if not isinstance(spec, str):
         redis_module = sys.modules.get("redis")  # a client of the app's: only if redis is imported already
         cluster_module = sys.modules.get("redis.cluster")
@@ -79,7 +82,38 @@ def open_store(app: Flask, spec: Any, prefix: str = "flask-mcp:oauth:") -> OAuth
         except ValueError as exc:
             raise ConfigError(f"MCP_OAUTH_STORE {redact_url(spec)!r} is not a valid Redis URL: {exc}") from None
     raise ConfigError(f"MCP_OAUTH_STORE must be 'sqlite://', 'sqlite:///path', a Redis URL ({', '.join(REDIS_SCHEMES)}"
-                      f"://...), a redis.Redis or RedisCluster client, or a store object (got {redact_url(spec)!r})")
+                      f"://...), 'postgresql://...', a redis.Redis or RedisCluster client, the app's Flask-SQLAlchemy "
+                      f"db (or 'flask-sqlalchemy'), an SQLAlchemy engine, or a store object (got {redact_url(spec)!r})")
+
+
+#: The URL schemes of an SQL store (the app's PostgreSQL, as ``MCP_BACKEND`` takes it).
+SQL_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
+
+
+def _sql_store(app: Flask, spec: Any) -> OAuthStore | None:
+    """A store in the app's SQL database, if ``spec`` names one: a PostgreSQL
+    URL, an SQLAlchemy engine, the app's Flask-SQLAlchemy ``db`` or ``"flask-sqlalchemy"``."""
+    flask_sqlalchemy = sys.modules.get("flask_sqlalchemy")
+    sqlalchemy = sys.modules.get("sqlalchemy")
+    if spec == "flask-sqlalchemy" or (flask_sqlalchemy is not None and isinstance(spec, flask_sqlalchemy.SQLAlchemy)):
+        registered = app.extensions.get("sqlalchemy")
+        if registered is None or spec not in ("flask-sqlalchemy", registered):
+            raise ConfigError("MCP_OAUTH_STORE names Flask-SQLAlchemy, which is not initialised on this app: "
+                              "call db.init_app(app) before MCP(app) / mcp.init_app(app)")
+        with app.app_context():
+            spec = registered.engine
+    elif isinstance(spec, str) and spec.partition("://")[0].lower() in SQL_SCHEMES:
+        from .sql_store import SqlOAuthStore
+
+        try:
+            return SqlOAuthStore(spec)
+        except ValueError as exc:
+            raise ConfigError(f"MCP_OAUTH_STORE {redact_url(spec)!r}: {exc}") from None
+    if sqlalchemy is not None and isinstance(spec, sqlalchemy.Engine):
+        from .sql_store import SqlOAuthStore
+
+        return SqlOAuthStore(spec)
+    return None
 
 
 class OAuthServer:

@@ -56,12 +56,22 @@ def redis_store_url(request: pytest.FixtureRequest, kind: str) -> str:
     return REDIS_URL
 
 
-@pytest.fixture(params=["sqlite", "redis", "redis-sentinel", "redis-cluster"])
+@pytest.fixture(params=["sqlite", "redis", "redis-sentinel", "redis-cluster", "postgresql"])
 def app(request: pytest.FixtureRequest, tmp_path: Path, site: ClientSite) -> Iterator[Flask]:
     """The example members' app, its OAuth state in SQLite (the default), Redis, the primary a
-    Sentinel names, or a Redis Cluster (each by its MCP_BACKEND-style URL)."""
+    Sentinel names, a Redis Cluster (each by its MCP_BACKEND-style URL), or a PostgreSQL
+    database of its own on the test session's cluster (tests/postgres_server.py)."""
     if request.param == "sqlite":
         yield make_app(tmp_path, site)
+        return
+    if request.param == "postgresql":
+        from postgres_server import contract_database, empty_sql_tables
+
+        app = make_app(tmp_path, site, MCP_OAUTH_STORE=contract_database())
+        store = oauth_server(app).store
+        empty_sql_tables(store.database)  # the session's one database, emptied for each test
+        yield app
+        store.database.close()
         return
     url = redis_store_url(request, request.param)
     prefix = f"flask-mcp-test-oauth-{os.getpid()}-{time.monotonic_ns()}:"
@@ -418,7 +428,7 @@ def test_mcp_oauth_needs_mcp_auth(tmp_path: Path, site: ClientSite) -> None:
     with pytest.raises(ConfigError, match="MCP_AUTH"):
         make_app(tmp_path, site, MCP_AUTH=False)
     with pytest.raises(ConfigError, match="MCP_OAUTH_STORE"):
-        make_app(tmp_path, site, MCP_OAUTH_STORE="postgres://db/oauth")
+        make_app(tmp_path, site, MCP_OAUTH_STORE="mongodb://db/oauth")
 
 
 # ---------------------------------------------------------------------- RFC 7591 (optional)

@@ -1,0 +1,316 @@
+"""The SQL backend beyond the contract: one listening connection per process
+(counted in ``pg_stat_activity``), a broken listener reported and replaced,
+messages longer than a NOTIFY payload, tables made once by concurrent first
+users or by the app's own migrations, the app's Flask-SQLAlchemy as
+``MCP_BACKEND``, and a database that cannot be reached. PostgreSQL is the
+test session's own cluster (tests/postgres_server.py)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from backend_cases import ROOT, full_session
+from conftest import free_port
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+from postgres_server import PostgresCluster, shared_postgres
+from sqlalchemy import create_engine, inspect
+
+from flask_mcp import MCP
+from flask_mcp.backends import open_backend
+from flask_mcp.backends.contracts import Backend, BackendUnavailable
+from flask_mcp.backends.sql import PostgresMessageBus, SqlDatabase, SqlSessionStore, metadata
+from flask_mcp.backends.sql.sessions import stamps_file
+from flask_mcp.config import ConfigError
+from flask_mcp.testing import MCPTestClient
+
+
+@pytest.fixture(scope="module")
+def cluster() -> PostgresCluster:
+    return shared_postgres()
+
+
+@pytest.fixture
+def url(cluster: PostgresCluster) -> str:
+    """A fresh database of the session's cluster (its connections counted apart from other tests')."""
+    return cluster.create_database("sql")
+
+
+def _open(url: str) -> Backend:
+    return open_backend(url, timeout=60, instance_path=".")
+
+
+def _dbname(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def _eventually(condition: Callable[[], bool], what: str, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {within} s: {what}"
+        time.sleep(0.05)
+
+
+def test_sql_postgresql_holds_one_listening_connection_per_process_for_all_subscriptions(
+    cluster: PostgresCluster, url: str
+) -> None:
+    backend = _open(url)
+    assert backend.bus is not None
+    subscriptions = [backend.bus.subscribe([f"channel-{n}"]) for n in range(20)]
+    opened: list[object] = []
+    threads = [threading.Thread(target=lambda: opened.append(backend.bus.subscribe(["threaded"])))  # type: ignore[union-attr]
+               for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(opened) == 10
+    assert len(cluster.listeners(_dbname(url))) == 1
+
+    code = (
+        "import sys\n"
+        "from flask_mcp.backends import open_backend\n"
+        f"backend = open_backend({url!r}, timeout=60, instance_path='.')\n"
+        "subs = [backend.bus.subscribe([f'c{n}']) for n in range(5)]\n"
+        "print('listening', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "listening"
+        assert len(cluster.listeners(_dbname(url))) == 2  # this process's and the child's
+        backend.bus.publish("channel-7", {"n": 7})
+        assert subscriptions[7].get(5) == ("channel-7", {"n": 7})
+        assert subscriptions[6].get(0.05) is None
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(15)
+        assert child.stdout is not None
+        child.stdout.close()
+    for subscription in subscriptions:
+        subscription.close()
+    backend.close()
+    _eventually(lambda: cluster.listeners(_dbname(url)) == [], "the listening connections closed")
+
+
+def test_sql_a_broken_listener_reports_the_bus_unavailable_and_a_new_subscription_reconnects(
+    cluster: PostgresCluster, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = _open(url)
+    bus = backend.bus
+    assert isinstance(bus, PostgresMessageBus)
+    subscription = bus.subscribe(["a"])
+    bus.publish("a", {"n": 1})
+    [(listener, _)] = cluster.listeners(_dbname(url))
+    with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (listener,))
+
+    with caplog.at_level(logging.WARNING, logger="flask_mcp"):
+        assert subscription.get(5) == ("a", {"n": 1})  # what arrived before the break is still read
+        deadline = time.monotonic() + 10
+        with pytest.raises(BackendUnavailable, match="lost its listening connection"):
+            while time.monotonic() < deadline:
+                subscription.get(0.5)
+        with pytest.raises(BackendUnavailable):  # and stays so: messages may have been missed
+            subscription.get(0)
+    assert "subscribing again reconnects" in caplog.text
+
+    again = bus.subscribe(["a"])
+    bus.publish("a", {"n": 2})
+    assert again.get(5) == ("a", {"n": 2})
+    assert len(cluster.listeners(_dbname(url))) == 1
+    backend.close()
+
+
+def test_sql_a_message_longer_than_a_notify_payload_travels_through_the_table(url: str) -> None:
+    backend = _open(url)
+    assert backend.bus is not None
+    big = {"text": "ü" * 20_000, "list": list(range(1000))}
+    with backend.bus.subscribe(["big"]) as subscription:
+        backend.bus.publish("big", big)
+        backend.bus.publish("big", {"small": True})
+        assert subscription.get(5) == ("big", big)
+        assert subscription.get(5) == ("big", {"small": True})
+    backend.close()
+
+
+def test_sql_concurrent_first_users_create_the_tables_once_without_errors(url: str) -> None:
+    """Eight engines (as eight workers' first requests) find the database empty at once."""
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def first_request(n: int) -> None:
+        store = SqlSessionStore(SqlDatabase.from_url(url))
+        barrier.wait(10)
+        try:
+            store.create(full_session(f"first-{n}"))
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            store.database.close()
+
+    threads = [threading.Thread(target=first_request, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    store = SqlSessionStore(url)
+    assert all(store.get(f"first-{n}") is not None for n in range(8))
+    store.database.close()
+
+
+def test_sql_tables_an_app_migrated_itself_are_used_as_they_are(url: str) -> None:
+    """The app creates flask-mcp's tables from ``metadata`` (as its Alembic
+    migration would); the backend finds them and creates nothing."""
+    engine = create_engine(url)
+    metadata.create_all(engine)
+    assert set(inspect(engine).get_table_names()) == {
+        "flask_mcp_sessions", "flask_mcp_messages", "flask_mcp_stream_events", "flask_mcp_tasks",
+        "flask_mcp_rate_limits", "flask_mcp_oauth_codes", "flask_mcp_oauth_used_codes", "flask_mcp_oauth_tokens",
+        "flask_mcp_oauth_clients"}
+    backend = open_backend(engine, timeout=60, instance_path=".")
+    session = full_session()
+    backend.sessions.create(session)
+    assert backend.sessions.get(session.id) is not None
+    backend.close()
+    with engine.connect() as connection:  # the app's engine is the app's: still usable
+        assert connection.exec_driver_sql("SELECT COUNT(*) FROM flask_mcp_sessions").scalar() == 1
+    engine.dispose()
+
+
+def _flask_sqlalchemy_app(url: str, backend: object) -> tuple[Flask, SQLAlchemy]:
+    app = Flask(__name__)
+    app.config.update(TESTING=True, SQLALCHEMY_DATABASE_URI=url)
+    db = SQLAlchemy()
+    db.init_app(app)
+    app.config["MCP_BACKEND"] = db if backend == "db" else backend
+    mcp = MCP(app, name="sql", version="1.0")
+
+    @mcp.tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    return app, db
+
+
+@pytest.mark.parametrize("spec", ["db", "flask-sqlalchemy"])
+def test_sql_the_apps_flask_sqlalchemy_keeps_the_sessions_in_its_own_database(url: str, spec: str) -> None:
+    app, db = _flask_sqlalchemy_app(url, spec)
+    client = MCPTestClient(app, protocol_version="2025-11-25")
+    assert client.initialize().status_code == 200
+    assert client.call_tool("add", {"a": 2, "b": 3}).result["structuredContent"] == {"result": 5}
+    with app.app_context():
+        with db.engine.connect() as connection:
+            stored = connection.exec_driver_sql("SELECT id FROM flask_mcp_sessions").scalars().all()
+    assert stored == [client.session_id]
+    assert "LISTEN/NOTIFY" in app.extensions["mcp"].backend.describe()
+    assert client.delete().status_code == 200
+    app.extensions["mcp"].backend.close()
+    with app.app_context():
+        db.engine.dispose()  # the app's pool: the app would close it at its end
+
+
+def test_sql_flask_sqlalchemy_must_be_initialised_on_the_app_first() -> None:
+    app = Flask(__name__)
+    app.config["MCP_BACKEND"] = SQLAlchemy()
+    with pytest.raises(ConfigError, match="db.init_app"):
+        MCP(app)
+
+
+def test_sql_an_unreachable_database_is_unavailable_at_once_and_the_endpoint_answers_503(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    backend = open_backend(f"postgresql://postgres@127.0.0.1:{port}/none", timeout=60, instance_path=".")
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable, match="unavailable"):
+        backend.sessions.get("anything")
+    with pytest.raises(BackendUnavailable):
+        backend.bus.subscribe(["x"])  # type: ignore[union-attr]
+    assert time.monotonic() - started < 5
+    assert "127.0.0.1" in backend.describe()
+
+    app = Flask(__name__)
+    app.config.update(TESTING=True, MCP_BACKEND=f"postgresql://postgres:secret@127.0.0.1:{port}/none")
+    MCP(app)
+    client = MCPTestClient(app, protocol_version="2025-11-25")
+    answer = client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                           "clientInfo": {"name": "t", "version": "1"}})
+    assert answer.status_code == 503
+    assert "unavailable" in answer.error["message"].lower()
+    assert "secret" not in str(answer.message)
+    for where in (f"postgresql+psycopg://postgres@127.0.0.1:{port}/none",
+                  f"postgresql+psycopg://postgres:***@127.0.0.1:{port}/none"):
+        Path(stamps_file(where)).unlink(missing_ok=True)  # made by the first read, before the database was tried
+
+
+def test_sql_other_databases_get_the_polling_bus(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'app.sqlite3'}")
+    backend = open_backend(engine, timeout=60, instance_path=".")
+    assert "polling bus" in backend.describe()
+    assert backend.bus is not None
+    with backend.bus.subscribe(["p"]) as subscription:
+        backend.bus.publish("p", {"n": 1})
+        assert subscription.get(5) == ("p", {"n": 1})
+    backend.close()
+    engine.dispose()
+
+
+def test_sql_ids_postgresql_cannot_store_read_as_unknown_not_as_a_fault(url: str) -> None:
+    """A client's made-up session or task id with a NUL in it (JSON can carry one) is
+    simply unknown: PostgreSQL text cannot hold it, and the query must not fail with 503."""
+    backend = _open(url)
+    assert backend.tasks is not None and backend.events is not None
+    assert backend.sessions.get("abc\x00def") is None
+    assert backend.sessions.touch("abc\x00def") is False
+    assert backend.sessions.delete("abc\x00def") is False
+    assert backend.tasks.get("task\x00") is None
+    assert backend.tasks.update("task\x00", lambda record: True) is None
+    assert backend.events.read("s\x00/x", 0) is None
+    long_id = "x" * 5000  # longer than the id column: unknown too
+    assert backend.sessions.get(long_id) is None
+    assert backend.tasks.get(long_id) is None
+    backend.close()
+
+
+def test_sql_a_session_copy_is_served_until_another_hosts_write_is_notified(url: str, tmp_path: Path) -> None:
+    """Two "hosts" (their own engines, listeners and change-stamp files): a copy
+    answers reads without the database, and a save or delete on the other host
+    reaches it through NOTIFY alone (copies are trusted for a minute here)."""
+    here, there = _open(url), _open(url)
+    for backend, name in ((here, "here"), (there, "there")):
+        store = backend.sessions
+        assert isinstance(store, SqlSessionStore)
+        store.stamps_path = str(tmp_path / f"{name}.stamps")
+        store.cache_max_age = 60.0
+    session = full_session()
+    here.sessions.create(session)
+    assert here.sessions.get(session.id) is not None  # read once: a copy is kept
+
+    engine = create_engine(url)  # a write no flask-mcp makes: no notification
+    with engine.begin() as connection:
+        connection.exec_driver_sql("UPDATE flask_mcp_sessions SET record = replace(record, 'debug', 'error')")
+    copy = here.sessions.get(session.id)
+    assert copy is not None and copy.log_level == "debug"  # served from the copy
+
+    changed = there.sessions.get(session.id)
+    assert changed is not None and changed.log_level == "error"
+    changed.log_level = "warning"
+    there.sessions.save(changed)
+    _eventually(lambda: getattr(here.sessions.get(session.id), "log_level", None) == "warning",
+                "the notified save reached the other host", within=5)
+    there.sessions.delete(session.id)
+    _eventually(lambda: here.sessions.get(session.id) is None, "the notified delete reached the other host", within=5)
+    engine.dispose()
+    here.close()
+    there.close()
