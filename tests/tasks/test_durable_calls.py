@@ -24,7 +24,8 @@ from flask_mcp.testing import MCPTestClient, parse_sse, sse_event_id
 
 celery = pytest.importorskip("celery")
 from celery.contrib.testing.worker import start_worker  # noqa: E402
-from celery_setup import celery_init_app  # noqa: E402 - tests/ is on the path, as for conftest
+
+from tests.celery_setup import celery_init_app  # noqa: E402 - the name Celery workers find it by
 
 LEGACY = "2025-11-25"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
