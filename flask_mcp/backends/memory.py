@@ -12,7 +12,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..protocol.task_records import TERMINAL, unfinished_first
-from .contracts import Backend, BackendOptions, Event, Message, Session, StoreCount, Subscription, TaskRecord
+from .contracts import (
+    Backend,
+    BackendOptions,
+    BackendUnavailable,
+    Event,
+    Message,
+    Session,
+    StoreCount,
+    Subscription,
+    TaskRecord,
+)
 
 #: Immutable JSON scalars, which a copy can share.
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -181,7 +191,11 @@ class Hub(Protocol):
 
 
 class MemorySubscription(Subscription):
-    """A queue the bus appends to; a condition variable wakes the reader."""
+    """A queue the bus appends to; a condition variable wakes the reader. A bus
+    whose delivery can break (a shared Redis or PostgreSQL connection) calls
+    :meth:`fail`: what arrived before is read first, then every ``get`` raises
+    :class:`BackendUnavailable` (messages may have been missed), and the caller
+    subscribes again, which reconnects. The in-process bus never fails."""
 
     #: Oldest messages are dropped past this many unread ones, so a stalled
     #: reader cannot grow memory without bound.
@@ -192,6 +206,7 @@ class MemorySubscription(Subscription):
         self.channels = tuple(dict.fromkeys(channels))
         self._pending: deque[tuple[str, Message]] = deque(maxlen=self.MAX_PENDING)
         self._ready = threading.Condition()
+        self._fault: str | None = None
         self._closed = False
 
     def deliver(self, channel: str, message: Message) -> None:
@@ -199,15 +214,25 @@ class MemorySubscription(Subscription):
             self._pending.append((channel, message))
             self._ready.notify()
 
+    def fail(self, reason: str) -> None:
+        """The delivering connection broke: wake the reader, which raises once
+        its queue is empty (the first reason is kept)."""
+        with self._ready:
+            if self._fault is None:
+                self._fault = reason
+            self._ready.notify_all()
+
     def ready(self) -> bool:
-        """Whether :meth:`get` has something at once (no lock: a hint for
-        readers that poll often and mostly find nothing)."""
-        return bool(self._pending)
+        """Whether :meth:`get` answers at once (no lock: a hint for readers
+        that poll often and mostly find nothing)."""
+        return bool(self._pending) or self._fault is not None
 
     def get(self, timeout: float) -> tuple[str, Message] | None:
         deadline = time.monotonic() + max(timeout, 0.0)
         with self._ready:
             while not self._pending:
+                if self._fault is not None:
+                    raise BackendUnavailable(self._fault)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closed:
                     return None

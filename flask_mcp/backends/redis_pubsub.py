@@ -36,7 +36,8 @@ from redis.retry import Retry
 
 from ..protocol import process_id
 from ..protocol.process_id import ProcessLock
-from .contracts import BackendUnavailable, Message, Subscription
+from .contracts import BackendUnavailable, Message
+from .memory import MemorySubscription
 from .redis_faults import as_text, as_unavailable, closed_bus
 
 logger = logging.getLogger("flask_mcp")
@@ -62,60 +63,24 @@ def connection_maker(pool: redis.ConnectionPool) -> Callable[[], Any]:
     return lambda: connection_class(**kwargs)
 
 
-class RedisSubscription(Subscription):
+class RedisSubscription(MemorySubscription):
     """A queue the shared connection fills; ``get`` waits on it. A fault of
-    the connection is reported once the messages received before it are read."""
-
-    #: Oldest messages are dropped past this many unread ones, so a stalled
-    #: reader cannot grow memory without bound.
-    MAX_PENDING = 10_000
+    the connection is reported once the messages received before it are read.
+    It is its own hub: closing it leaves every shared connection it joined."""
 
     def __init__(self, channel_prefix: str, channels: Sequence[str]) -> None:
+        super().__init__(self, channels)
         self.names = tuple(dict.fromkeys(channel_prefix + c for c in channels))
         self._prefix_length = len(channel_prefix)
-        self._pending: deque[tuple[str, Message]] = deque(maxlen=self.MAX_PENDING)
-        self._ready = threading.Condition()
-        self._fault: str | None = None
-        self._closed = False
         #: The shared connections this subscription is registered with.
         self._shares: list[SharedPubSub] = []
 
     def deliver(self, name: str, message: Message) -> None:
-        with self._ready:
-            self._pending.append((name[self._prefix_length :], message))
-            self._ready.notify()
+        super().deliver(name[self._prefix_length :], message)
 
-    def fail(self, fault: str) -> None:
-        """The connection broke: :meth:`get` raises from now on (after what was received)."""
-        with self._ready:
-            if self._fault is None:
-                self._fault = fault
-            self._ready.notify_all()
-
-    def ready(self) -> bool:
-        """Whether :meth:`get` answers at once (no lock, no socket: every legacy
-        call asks it of the cancellation subscription)."""
-        return bool(self._pending) or self._fault is not None
-
-    def get(self, timeout: float) -> tuple[str, Message] | None:
-        deadline = time.monotonic() + max(timeout, 0.0)
-        with self._ready:
-            while not self._pending:
-                if self._fault is not None:
-                    raise BackendUnavailable(self._fault)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closed:
-                    return None
-                self._ready.wait(remaining)
-            return self._pending.popleft()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def unsubscribe(self, subscription: MemorySubscription) -> None:
+        """On close (as the hub of itself): leave the shared connections."""
         self.leave()
-        with self._ready:
-            self._ready.notify_all()
 
     def join(self, share: SharedPubSub) -> None:
         self._shares.append(share)

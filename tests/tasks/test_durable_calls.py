@@ -8,6 +8,7 @@ Across real processes (gunicorn, celery workers): tests/e2e/test_e2e_durable.py.
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -25,7 +26,10 @@ from flask_mcp.testing import MCPTestClient, parse_sse, sse_event_id
 celery = pytest.importorskip("celery")
 from celery.contrib.testing.worker import start_worker  # noqa: E402
 
-from tests.celery_setup import celery_init_app  # noqa: E402 - the name Celery workers find it by
+# By its basename (pytest puts tests/ on the path; tox runs the installed wheel, where no
+# `tests` package is importable), and dynamically: the Celery apps import it as tests.celery_setup,
+# and mypy would see one file under two module names.
+celery_init_app = importlib.import_module("celery_setup").celery_init_app
 
 LEGACY = "2025-11-25"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

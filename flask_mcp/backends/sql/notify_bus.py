@@ -21,7 +21,6 @@ from sqlalchemy import Connection, delete, insert, select, text
 from ..contracts import BackendUnavailable, Message
 from ..memory import MemorySubscription
 from .database import SqlDatabase
-from .subscriptions import SqlSubscription
 from .tables import messages
 
 logger = logging.getLogger("flask_mcp")
@@ -49,7 +48,7 @@ class _Listener:
     def __init__(self, bus: PostgresMessageBus) -> None:
         self._bus = bus
         self._lock = threading.Lock()
-        self._subscriptions: set[SqlSubscription] = set()
+        self._subscriptions: set[MemorySubscription] = set()
         self._connection: Any = None
         self._pid = os.getpid()
         self.closed = False
@@ -82,8 +81,8 @@ class _Listener:
                     return None
         return self.epoch
 
-    def subscribe(self, channels: Sequence[str]) -> SqlSubscription:
-        subscription = SqlSubscription(self, channels)
+    def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
+        subscription = MemorySubscription(self, channels)
         with self._lock:
             if self.closed:
                 raise BackendUnavailable("the PostgreSQL message bus is closed")
@@ -217,7 +216,7 @@ class PostgresMessageBus:
 
         self.database.run(publish)
 
-    def subscribe(self, channels: Sequence[str]) -> SqlSubscription:
+    def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
         return self._listener.subscribe(channels)
 
     def live_epoch(self) -> int | None:

@@ -16,7 +16,6 @@ from sqlalchemy import Connection, delete, func, insert, select
 from ..contracts import BackendUnavailable, Message
 from ..memory import MemorySubscription
 from .database import SqlDatabase
-from .subscriptions import SqlSubscription
 from .tables import messages
 
 logger = logging.getLogger("flask_mcp")
@@ -41,15 +40,15 @@ class _Poller:
         self._bus = bus
         self._lock = threading.Lock()
         #: Each subscription, with the highest row id it must not receive.
-        self._subscriptions: dict[SqlSubscription, int] = {}
+        self._subscriptions: dict[MemorySubscription, int] = {}
         self._cursor = 0
         self._seen: set[int] = set()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._failing = False
 
-    def subscribe(self, channels: Sequence[str]) -> SqlSubscription:
-        subscription = SqlSubscription(self, channels)
+    def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
+        subscription = MemorySubscription(self, channels)
         latest = self._bus.database.run(lambda c: int(c.execute(select(func.coalesce(func.max(_ID), 0))).scalar_one()))
         with self._lock:
             if self._pid != os.getpid():  # forked: the parent's thread is not here
@@ -64,7 +63,7 @@ class _Poller:
 
     def unsubscribe(self, subscription: MemorySubscription) -> None:
         with self._lock:
-            self._subscriptions.pop(subscription, None)  # type: ignore[call-overload]
+            self._subscriptions.pop(subscription, None)
 
     def _fetch(self, low: int) -> list[tuple[int, str, str]]:
         query = select(_ID, _CHANNEL, _PAYLOAD).where(_ID > low).order_by(_ID).limit(1000)
@@ -134,5 +133,5 @@ class PollingMessageBus:
 
         self.database.run(publish)
 
-    def subscribe(self, channels: Sequence[str]) -> SqlSubscription:
+    def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
         return self._poller.subscribe(channels)
