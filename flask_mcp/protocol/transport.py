@@ -7,10 +7,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import jsonrpc
-from .durable import DurableCall
 from .errors import InternalError
 from .events import Resume
 from .jsonrpc import RequestId
@@ -19,6 +18,9 @@ from .request_info import RequestInfo
 from .session import Session, StoreUnavailable
 from .subscriptions import Listen
 from .versions import Revision
+
+if TYPE_CHECKING:  # the durable module answers with a Reply
+    from .durable import DurableCall
 
 logger = logging.getLogger("flask_mcp")
 
@@ -111,8 +113,8 @@ class Reply:
     #: Set with ``deferred`` on a 2025-11-25 session: its stream may be kept in
     #: the event log under this session id, to be resumed.
     resumable_session: str | None = None
-    #: Set for a durable call (a legacy session's call run on a task queue): the
-    #: HTTP layer opens its stream in the event log, starts it, and follows it.
+    #: Set for a durable call (a legacy session's call run on a task queue): its
+    #: stream is open in the event log and the call queued; the HTTP layer follows it.
     durable: DurableCall | None = None
     #: Set for a ``GET`` with ``Last-Event-ID``: the stream to replay and follow.
     resume: Resume | None = None
