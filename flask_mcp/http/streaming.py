@@ -24,12 +24,11 @@ from flask import Response, copy_current_request_context, request
 from ..auth import login
 from ..protocol import jsonrpc
 from ..protocol.bus import EVENTS_CHANNEL, MessageBus
-from ..protocol.durable import DurableCall
 from ..protocol.errors import InternalError
 from ..protocol.events import EventLog, Resume, SentProgress, StreamRecorder, event_id, follow, is_progress
 from ..protocol.session import StoreUnavailable
 from ..protocol.subscriptions import Listen
-from ..protocol.transport import Deferred, Reply, store_unavailable
+from ..protocol.transport import Deferred, DurableCall, Reply, store_unavailable
 from . import sse
 from .draining import draining
 from .peer import Peer

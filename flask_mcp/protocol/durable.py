@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from .bus import Message
@@ -38,7 +38,7 @@ from .request_info import RequestInfo
 from .session import StoreUnavailable
 from .task_methods import Tasks
 from .task_records import TaskRecord
-from .transport import Reply
+from .transport import DurableCall, Reply
 
 logger = logging.getLogger("flask_mcp")
 
@@ -51,15 +51,6 @@ APPEND_PATIENCE = 30.0
 #: Hands a durable call to the queue: ``send(request, stream key, stream id, record)``;
 #: the record (``None``: none kept) names the id the queue message gets (``queue_id``).
 SendDurable = Callable[[RequestInfo, str, str, TaskRecord | None], None]
-
-
-@dataclass(frozen=True, slots=True)
-class DurableCall:
-    """What the HTTP layer needs to serve a durable call (``Reply.durable``):
-    the call's id, and its stream, open and handed to the queue, to follow."""
-
-    request_id: Any
-    stream: Resume
 
 
 def hand_off(log: EventLog, send: SendDurable, tasks: Tasks | None, request: RequestInfo) -> Reply:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import jsonrpc
 from .errors import InternalError
@@ -18,9 +18,6 @@ from .request_info import RequestInfo
 from .session import Session, StoreUnavailable
 from .subscriptions import Listen
 from .versions import Revision
-
-if TYPE_CHECKING:  # the durable module answers with a Reply
-    from .durable import DurableCall
 
 logger = logging.getLogger("flask_mcp")
 
@@ -95,6 +92,15 @@ EndConnection = Callable[[int | None], bool]
 #: ``end_connection`` is ``None`` unless the stream is resumable. ``None`` =
 #: send nothing more (the request was cancelled).
 Deferred = Callable[["Emit | None", Callable[[], bool], "EndConnection | None"], "Reply | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class DurableCall:
+    """What the HTTP layer needs to serve a durable call (``Reply.durable``, see
+    :mod:`.durable`): the call's id, and its stream, open and the call queued, to follow."""
+
+    request_id: Any
+    stream: Resume
 
 
 @dataclass(slots=True)
