@@ -8,6 +8,7 @@ tests/e2e/test_e2e_celery_ops.py covers tasks."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -151,8 +152,11 @@ def operation_points(tool: str) -> int:
     return total
 
 
-def test_a_durable_call_s_post_celery_run_and_resumed_get_are_one_trace(client: MCPTestClient) -> None:
+def test_a_durable_call_s_post_celery_run_and_resumed_get_are_one_trace(
+    client: MCPTestClient, caplog: pytest.LogCaptureFixture
+) -> None:
     counted_before = operation_points("stepped")
+    caplog.set_level(logging.INFO, logger="flask_mcp.access")
     response = post(client, 51)
     first = read_until(response, lambda m: isinstance(m, dict) and m.get("method") == "notifications/progress")
     response.close()
@@ -181,6 +185,9 @@ def test_a_durable_call_s_post_celery_run_and_resumed_get_are_one_trace(client: 
     assert run.attributes["jsonrpc.request.id"] == "51" and "error.type" not in run.attributes
     assert [s.name for s in _EXPORTER.get_finished_spans()].count("tools/call stepped") == 1  # none on Celery
     assert operation_points("stepped") - counted_before == 1  # counted once: the hand-off
+    [logged] = [r for r in caplog.records
+                if r.name == "flask_mcp.access" and getattr(r, "mcp_target", None) == "stepped"]  # web side only
+    assert logged.mcp_outcome == "ok" and logged.trace_id == format(trace_id, "032x")  # type: ignore[attr-defined]
 
 
 def test_a_durable_call_continues_the_client_s_trace_and_its_cancellation_marks_the_run(
