@@ -20,27 +20,13 @@ from flask_mcp.protocol.task_records import CANCELLED, COMPLETED, FAILED, TaskRe
 from flask_mcp.testing import MCPTestClient, parse_sse
 
 celery = pytest.importorskip("celery")
-from celery import Celery, Task  # noqa: E402
 from celery.contrib.testing.worker import start_worker  # noqa: E402
 from celery.signals import task_prerun  # noqa: E402
 
+from tests.celery_setup import celery_init_app  # noqa: E402 - the name Celery workers find it by
+
 LEGACY = "2025-11-25"
 TASKS = "io.modelcontextprotocol/tasks"
-
-
-def celery_init_app(app: Flask) -> None:
-    """Flask's Celery pattern (as tests/celery_setup.py, which mypy would see under
-    two names if imported by its basename): tasks run in the app's context."""
-
-    class FlaskTask(Task):  # type: ignore[misc]
-        def __call__(self, *args: object, **kwargs: object) -> object:
-            with app.app_context():
-                return self.run(*args, **kwargs)
-
-    celery = Celery(app.name, task_cls=FlaskTask)
-    celery.config_from_object(app.config["CELERY"])
-    celery.set_default()
-    app.extensions["celery"] = celery
 
 
 def build_app() -> Flask:

@@ -24,7 +24,6 @@ from flask_mcp.testing import MCPTestClient, parse_sse, sse_event_id
 pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
 pytest.importorskip("celery", reason="Celery (pip install 'flask-mcp[celery]')")
 
-from celery import Celery, Task  # noqa: E402
 from celery.contrib.testing.worker import start_worker  # noqa: E402
 from opentelemetry import trace  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
@@ -34,27 +33,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind  # noqa: E402
 
+from tests.celery_setup import celery_init_app  # noqa: E402 - the name Celery workers find it by
+
 LEGACY = "2025-11-25"
 
 _EXPORTER = InMemorySpanExporter()
 _PROVIDER = TracerProvider()
 _PROVIDER.add_span_processor(SimpleSpanProcessor(_EXPORTER))
 _READER = InMemoryMetricReader()
-
-
-def celery_init_app(app: Flask) -> None:
-    """Flask's Celery pattern (as tests/celery_setup.py, which mypy would see under
-    two names if imported by its basename): tasks run in the app's context."""
-
-    class FlaskTask(Task):  # type: ignore[misc]
-        def __call__(self, *args: object, **kwargs: object) -> object:
-            with app.app_context():
-                return self.run(*args, **kwargs)
-
-    celery = Celery(app.name, task_cls=FlaskTask)
-    celery.config_from_object(app.config["CELERY"])
-    celery.set_default()
-    app.extensions["celery"] = celery
 
 
 def build_app() -> Flask:
