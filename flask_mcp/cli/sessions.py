@@ -1,6 +1,7 @@
 """``flask mcp sessions``: how many legacy sessions and tasks the configured
 backend holds, the tasks still running (which tool, session, since when, their
-status message, which Celery task runs them), and (``--prune``) deleting the
+status message, which Celery task runs them; durable calls of 2025 sessions
+among them, with their stream), and (``--prune``) deleting the
 expired ones now rather than waiting for the next create to do it."""
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def _entry(record: TaskRecord) -> dict[str, Any]:
         "runs": record.runs,
         "celery_task_id": record.queue_id,
         "cancel_requested": record.cancel_requested,
+        "durable": record.durable,
+        "stream_id": record.stream_id,
     }
 
 
@@ -95,6 +98,8 @@ def _running_lines(running: dict[str, Any], now: float) -> list[str]:
                 f"  since {task['created_at']} ({_ago(task['created_at'], now)})  {where}")
         if task["session_id"]:
             line += f"  session {task['session_id']}"
+        if task["durable"]:  # a 2025 session's durable call, its stream in the event log
+            line += f"  durable call, stream {task['stream_id']}"
         if task["cancel_requested"]:
             line += "  cancel requested"
         lines.append(line)

@@ -11,7 +11,6 @@ client that went away frees the stream's thread within about a second: for a
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
@@ -25,12 +24,11 @@ from flask import Response, copy_current_request_context, request
 from ..auth import login
 from ..protocol import jsonrpc
 from ..protocol.bus import EVENTS_CHANNEL, MessageBus
-from ..protocol.durable import DurableCall
 from ..protocol.errors import InternalError
 from ..protocol.events import EventLog, Resume, SentProgress, StreamRecorder, event_id, follow, is_progress
 from ..protocol.session import StoreUnavailable
 from ..protocol.subscriptions import Listen
-from ..protocol.transport import Deferred, Reply, store_unavailable
+from ..protocol.transport import Deferred, DurableCall, Reply, store_unavailable
 from . import sse
 from .draining import draining
 from .peer import Peer
@@ -309,25 +307,12 @@ def durable(
     render: Callable[[Reply], Response],
     streams: OpenStreams | None = None,
 ) -> Response:
-    """A durable call (:mod:`flask_mcp.protocol.durable`): open its stream in
-    the event log (the priming event, stored before the call starts), hand the
-    call to the task queue, then follow the stream as any worker's ``GET``
-    would. The client leaving does not stop the call (``notifications/cancelled``
-    does); a client that takes no event stream gets the answer as JSON."""
-    recorder = StreamRecorder(log, call.session_id, bus.publish)
-    where = Resume(recorder.key, recorder.stream_id, 0)
-    try:
-        log.append(where.stream, 0, {"message": None, "final": False})
-    except StoreUnavailable as exc:
-        return render(store_unavailable(exc, call.request_id))
-    try:
-        call.start(where.stream, where.stream_id)
-    except Exception as exc:  # noqa: BLE001 - the queue is down or not set up: 503, the client retries
-        logger.error("Could not queue a durable call: %s", exc)
-        error = InternalError("The task queue is unavailable; try again later.")
-        with contextlib.suppress(StoreUnavailable):  # a GET that resumes it ends at once
-            log.append(where.stream, 1, {"message": None, "final": True})
-        return render(Reply(503, jsonrpc.error_message(call.request_id, error), {"Retry-After": "1"}))
+    """A durable call (:mod:`flask_mcp.protocol.durable`), its stream open in
+    the event log and the call queued by the core: follow the stream as any
+    worker's ``GET`` would. The client leaving does not stop the call
+    (``notifications/cancelled`` does); a client that takes no event stream
+    gets the answer as JSON."""
+    where = call.stream
     if not live:
         return render(_awaited(where, log, bus, options))
     idle = _Idle(Peer(request.environ), options.heartbeat, options.probe)

@@ -3,10 +3,12 @@ tool opts in runs on a task queue (``MCP_TASK_RUNNER = "celery"``), not in the
 web worker that accepted it, and its response stream lives in the event log.
 
 The web worker opens the stream (the priming event, number 0, stored before
-anything goes out), hands the call to the queue with the stream's key, and
-then only follows the log (:func:`.events.follow`), like a ``GET`` with
-``Last-Event-ID`` on any worker does: any window onto the call will do, so a
-web worker that dies or restarts costs the client a reconnection, not the call.
+anything goes out, with the trace context of the call's span), keeps a record
+of the call for operators (:mod:`.durable_records`), hands the call to the
+queue with the stream's key (:func:`hand_off`), and then only follows the
+log (:func:`.events.follow`), like a ``GET`` with ``Last-Event-ID`` on any
+worker does: any window onto the call will do, so a web worker that dies or
+restarts costs the client a reconnection, not the call.
 
 The queue worker is the stream's single writer (:class:`DurableWriter`): its
 progress, logs and questions to the client are appended to the log and
@@ -19,19 +21,24 @@ the client already saw.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from .bus import Message
+from .durable_records import DurableRecord, open_record
 from .errors import InternalError
-from .events import EventLog, stream_channel
+from .events import EventLog, Resume, new_stream_id, stream_channel, stream_key
 from .jsonrpc import error_message
 from .request_info import RequestInfo
 from .session import StoreUnavailable
+from .task_methods import Tasks
+from .task_records import TaskRecord
+from .transport import DurableCall, Reply
 
 logger = logging.getLogger("flask_mcp")
 
@@ -41,19 +48,37 @@ NOT_REPEATED = "The worker running this call stopped, and this tool is not run t
 #: How long a queue worker keeps trying to append one event while the store is down (seconds).
 APPEND_PATIENCE = 30.0
 
-#: Hands a durable call to the queue: ``send(request, stream key, stream id)``.
-SendDurable = Callable[[RequestInfo, str, str], None]
+#: Hands a durable call to the queue: ``send(request, stream key, stream id, record)``;
+#: the record (``None``: none kept) names the id the queue message gets (``queue_id``).
+SendDurable = Callable[[RequestInfo, str, str, TaskRecord | None], None]
 
 
-@dataclass(frozen=True, slots=True)
-class DurableCall:
-    """What the HTTP layer needs to serve a durable call (``Reply.durable``):
-    the session whose event log keeps its stream, and how to hand it to the
-    queue once the stream is open."""
-
-    session_id: str
-    request_id: Any
-    start: Callable[[str, str], None]
+def hand_off(log: EventLog, send: SendDurable, tasks: Tasks | None, request: RequestInfo) -> Reply:
+    """The web worker's part of a durable call: open its stream in the event log
+    (the priming event keeps the call's trace context, ``request.carried``, for
+    the spans of its queue worker and of ``GET``s resuming it), keep its record
+    and queue it. A store fault propagates (503); a queue that cannot take
+    the call ends the stream at once and answers 503 with ``Retry-After``."""
+    assert request.session is not None
+    stream_id = new_stream_id()
+    key = stream_key(request.session.id, stream_id)
+    priming: dict[str, Any] = {"message": None, "final": False}
+    carried = request.carried_now()
+    if carried:
+        priming["trace"] = carried
+    log.append(key, 0, priming)
+    record = open_record(tasks, request, stream_id) if tasks is not None else None
+    try:
+        send(request, key, stream_id, record)
+    except Exception as exc:  # noqa: BLE001 - the queue is down or not set up: 503, the client retries
+        logger.error("Could not queue a durable call: %s", exc)
+        with contextlib.suppress(StoreUnavailable):  # a GET that resumes it ends at once
+            log.append(key, 1, {"message": None, "final": True})
+        if record is not None and tasks is not None:
+            DurableRecord(tasks.store, record.task_id, clock=tasks.clock).ended("not_queued")
+        error = InternalError("The task queue is unavailable; try again later.")
+        return Reply(503, error_message(request.request_id, error), {"Retry-After": "1"})
+    return Reply(200, durable=DurableCall(request.request_id, Resume(key, stream_id, 0)))
 
 
 class DurableWriter:
@@ -179,22 +204,48 @@ def run_durable(
     writer: DurableWriter,
     *,
     repeatable: bool = True,
+    record: DurableRecord | None = None,
 ) -> str:
     """The queue worker's part: run the call with its messages going to the
     stream, then append its answer (the final event). ``answer(request)``
     returns the JSON-RPC answer, or ``None`` when the call was cancelled.
     Returns how it went: ``ended`` (already, by an earlier run), ``refused``,
-    ``cancelled`` or ``completed``."""
+    ``cancelled`` or ``completed``. ``record``: the call's record, kept up to date."""
+    outcome = _run(answer, request, writer, repeatable, record)
+    if record is not None:
+        record.ended(outcome)
+    return outcome
+
+
+def _run(answer: Callable[[RequestInfo], Any], request: RequestInfo, writer: DurableWriter, repeatable: bool,
+         record: DurableRecord | None) -> str:
     if writer.ended:
         return "ended"
     writer.begin()
+    if record is not None:
+        record.began()
     if writer.runs_before and not repeatable:
         writer.finish(error_message(request.request_id, InternalError(NOT_REPEATED)))
         return "refused"
-    job = replace(request, emit=writer.emit, streaming=True)
+    emit = writer.emit if record is None else _noting(writer.emit, record)
+    job = replace(request, emit=emit, streaming=True)
     body = None
     try:
         body = answer(job)
+    except Exception:
+        if record is not None:
+            record.ended("failed")
+        raise
     finally:
         writer.finish(body)
     return "cancelled" if body is None else "completed"
+
+
+def _noting(emit: Callable[[dict[str, Any]], None], record: DurableRecord) -> Callable[[dict[str, Any]], None]:
+    """``emit``, telling the record of progress too."""
+
+    def emit_and_note(message: dict[str, Any]) -> None:
+        emit(message)
+        record.saw(message)
+
+    return emit_and_note

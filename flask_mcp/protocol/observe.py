@@ -28,6 +28,11 @@ class Observer(Protocol):
         """Serve ``message`` by calling ``run(message, request)``, watching it
         (the call may raise :class:`~.request_info.RequestCancelled`)."""
 
+    def durable_run(self, message: Request, request: RequestInfo, run: Run) -> Reply:
+        """Run a durable call on a queue worker by calling ``run(message, request)``,
+        watching it as part of the call the web worker handed over (its trace
+        context: ``request.carried``), which the :meth:`request` there counted already."""
+
     def notification(self, message: Notification, incoming: Incoming, session: Session | None, version: str) -> None:
         """A notification the client sent (already handled, or about to be)."""
 

@@ -16,7 +16,8 @@ from . import jsonrpc
 from .bus import MessageBus, reply_channel
 from .cancellation import Cancellations
 from .deferred import STREAMABLE_METHODS, may_stream, run_cancellable, run_deferred
-from .durable import DurableCall, DurableWriter, SendDurable, run_durable
+from .durable import DurableWriter, SendDurable, hand_off, run_durable
+from .durable_records import DurableRecord
 from .errors import (
     BadProtocolVersionHeader,
     HeaderMismatch,
@@ -390,6 +391,8 @@ class Server:
         that may stream is handed back to the HTTP layer to run instead."""
         if defer and request.method in STREAMABLE_METHODS:
             if self.durable is not None and request.session is not None and self._is_durable(request):
+                if self.observer is not None:  # its span and access record end at the hand-off
+                    return self.observer.request(message, request, self._durable_reply)
                 return self._durable_reply(message, request)
             if may_stream(request):
 
@@ -419,31 +422,36 @@ class Server:
         )
 
     def _durable_reply(self, message: Request, request: RequestInfo) -> Reply:
-        """Hand the HTTP layer a durable call: it opens the stream, then starts the call on the queue."""
-        send = self.durable
-        assert send is not None and request.session is not None
+        """Hand a durable call over: its stream opened, its record kept, the call
+        queued (:func:`.durable.hand_off`); the HTTP layer then follows the stream."""
+        assert self.durable is not None and self.events is not None
+        return hand_off(self.events, self.durable, self.methods.tasks, request)
 
-        def start(key: str, stream_id: str) -> None:
-            send(request, key, stream_id)
-
-        return Reply(200, durable=DurableCall(request.session.id, message.id, start))
-
-    def run_durable(self, request: RequestInfo, key: str, *, keep_alive: float) -> str:
+    def run_durable(self, request: RequestInfo, key: str, *, keep_alive: float, record_id: str | None = None) -> str:
         """Run a durable call here (a queue worker): ``request`` is the call as the
-        web worker accepted it, ``key`` its stream in the event log. How it went
-        (see :func:`.durable.run_durable`)."""
+        web worker accepted it, ``key`` its stream in the event log, ``record_id``
+        the task record operators see it by. Its observer's span continues the
+        trace of the web worker's (``request.carried``). How it went (see
+        :func:`.durable.run_durable`)."""
         assert self.events is not None and self.bus is not None
         bus = self.bus
         writer = DurableWriter(self.events, key, bus.publish, keep_alive=keep_alive)
         message = Request(request.request_id, request.method, request.params)  # type: ignore[arg-type]
+        observer = self.observer
 
         def answer(job: RequestInfo) -> Any:
             job.bus = bus
-            reply = run_cancellable(lambda: self._answer(message, job), job, self.cancellations)
+            if observer is None:
+                reply = run_cancellable(lambda: self._run(message, job), job, self.cancellations)
+            else:
+                reply = run_cancellable(lambda: observer.durable_run(message, job, self._run), job,
+                                        self.cancellations)
             return None if reply is None else reply.body
 
+        tasks = self.methods.tasks
+        record = DurableRecord(tasks.store, record_id, clock=tasks.clock) if record_id and tasks else None
         repeatable = self.methods.rerun_allowed(request.params.get("name"))
-        return run_durable(answer, request, writer, repeatable=repeatable)
+        return run_durable(answer, request, writer, repeatable=repeatable, record=record)
 
     def _run(self, message: Request, request: RequestInfo) -> Reply:
         """Dispatch to the method's handler and shape its answer."""

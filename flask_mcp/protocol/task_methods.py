@@ -171,7 +171,8 @@ class Tasks:
         if not isinstance(task_id, str):
             raise InvalidParams(f"{request.method} needs params.taskId, the id from a CreateTaskResult.")
         record = self.store.get(task_id)
-        if record is None or record.principal != request.principal:
+        # A durable call's record (a 2025 session's call, listed to operators) is no MCP task.
+        if record is None or record.principal != request.principal or record.durable:
             raise InvalidParams(f"Unknown task {task_id!r} (never created here, or expired).")
         request.carried = record.carried  # an observer links the call that created the task
         return record

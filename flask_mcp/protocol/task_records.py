@@ -67,6 +67,11 @@ class TaskRecord:
     tool: str | None = None
     session_id: str | None = None
     queue_id: str | None = None
+    #: A durable call of a 2025 session (``@mcp.tool(durable=True)``), not an MCP
+    #: task: listed to operators, never shown to a client (``tasks/get`` knows
+    #: no such id); ``stream_id`` names the call's stream in the event log.
+    durable: bool = False
+    stream_id: str | None = None
 
     @property
     def terminal(self) -> bool:

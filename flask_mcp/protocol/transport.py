@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonrpc
-from .durable import DurableCall
 from .errors import InternalError
 from .events import Resume
 from .jsonrpc import RequestId
@@ -95,6 +94,15 @@ EndConnection = Callable[[int | None], bool]
 Deferred = Callable[["Emit | None", Callable[[], bool], "EndConnection | None"], "Reply | None"]
 
 
+@dataclass(frozen=True, slots=True)
+class DurableCall:
+    """What the HTTP layer needs to serve a durable call (``Reply.durable``, see
+    :mod:`.durable`): the call's id, and its stream, open and the call queued, to follow."""
+
+    request_id: Any
+    stream: Resume
+
+
 @dataclass(slots=True)
 class Reply:
     """What to send back: a status, extra headers, and a JSON payload or nothing.
@@ -111,8 +119,8 @@ class Reply:
     #: Set with ``deferred`` on a 2025-11-25 session: its stream may be kept in
     #: the event log under this session id, to be resumed.
     resumable_session: str | None = None
-    #: Set for a durable call (a legacy session's call run on a task queue): the
-    #: HTTP layer opens its stream in the event log, starts it, and follows it.
+    #: Set for a durable call (a legacy session's call run on a task queue): its
+    #: stream is open in the event log and the call queued; the HTTP layer follows it.
     durable: DurableCall | None = None
     #: Set for a ``GET`` with ``Last-Event-ID``: the stream to replay and follow.
     resume: Resume | None = None

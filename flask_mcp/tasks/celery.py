@@ -21,6 +21,7 @@ from celery import shared_task
 from flask import Flask, current_app, has_app_context
 
 from ..auth.tokens import Principal
+from ..protocol.durable_records import DurableRecord
 from ..protocol.errors import InternalError
 from ..protocol.meta import parse_request_meta
 from ..protocol.request_info import RequestInfo
@@ -50,13 +51,16 @@ def send(record: TaskRecord, request: RequestInfo, tool: str, arguments: dict[st
     _celery().send_task(TASK_NAME, args=[payload(record.task_id, request)], task_id=record.queue_id)
 
 
-def send_durable(request: RequestInfo, stream: str, stream_id: str) -> None:
+def send_durable(request: RequestInfo, stream: str, stream_id: str, record: TaskRecord | None = None) -> None:
     """Queue a durable call (the web worker's part): the call as :func:`payload`
-    carries it, plus its session and the stream the Celery worker writes."""
+    carries it (with the id of its ``record``, which the Celery worker keeps up
+    to date), plus its session and the stream the Celery worker writes. The
+    Celery task id is the record's ``queue_id``, as ``flask mcp sessions`` shows it."""
     celery = _celery()
     assert request.session is not None
-    message = {**payload(None, request), "session": request.session.id, "stream": stream, "stream_id": stream_id}
-    celery.send_task(TASK_NAME, args=[message])
+    task_id = record.task_id if record is not None else None
+    message = {**payload(task_id, request), "session": request.session.id, "stream": stream, "stream_id": stream_id}
+    celery.send_task(TASK_NAME, args=[message], task_id=record.queue_id if record is not None else None)
 
 
 def _celery() -> Any:
@@ -145,12 +149,17 @@ def run_durable(state: Any, message: dict[str, Any]) -> str | None:
     if server.events is None or server.bus is None:
         raise RuntimeError("A durable call reached a Celery worker whose MCP_BACKEND keeps no event log and bus.")
     request = request_from(message)
+    record_id = message.get("task_id") if isinstance(message.get("task_id"), str) else None
     request.session = server.sessions.get(message["session"])
     if request.session is None:  # ended (DELETE) or expired: nobody can read the answer
         logger.info("Durable call %s: its session is gone; not run", message["stream"])
+        tasks = server.methods.tasks
+        if record_id is not None and tasks is not None:
+            DurableRecord(tasks.store, record_id, clock=tasks.clock).ended("session_gone")
         return None
     keep_alive = getattr(server.events, "retention", 600.0) / 3
-    return server.run_durable(request, message["stream"], keep_alive=keep_alive)  # type: ignore[no-any-return]
+    return server.run_durable(  # type: ignore[no-any-return]
+        request, message["stream"], keep_alive=keep_alive, record_id=record_id)
 
 
 def _run_queued_task(message: dict[str, Any]) -> str | None:

@@ -21,6 +21,8 @@ TASK_ID = "flask_mcp.task.id"
 TASK_STATUS = "flask_mcp.task.status"
 #: The span of a client's answer to a request the server sent (legacy sessions).
 RESPONSE_SPAN = "response"
+#: The span of a durable call's run on its queue worker (``durable {tool}``).
+DURABLE_SPAN = "durable"
 #: The span of a ``GET`` with ``Last-Event-ID`` that picks a stream up again.
 RESUME_SPAN = "resume"
 #: The ``Last-Event-ID`` a resumed stream picked up after, on its span.

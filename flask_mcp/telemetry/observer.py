@@ -117,6 +117,38 @@ class Telemetry:
             if access_log.isEnabledFor(_INFO):
                 _log_access(method, target, error_type, seconds, request, message.id, trace_id)
 
+    def durable_run(self, message: Request, request: RequestInfo, run: Run) -> Reply:
+        """A durable call's run on a queue worker: an ``INTERNAL`` span in the trace
+        of the web worker's ``tools/call`` span (``request.carried``, from the
+        queue message), recorded in no metric and no access record (the web
+        worker's hand-off was: one call, counted once)."""
+        otel = self.otel
+        if otel is None or not otel.active() or otel.tracer is None:
+            return run(message, request)
+        attributes = _attributes(message.method, message.params, request.revision.version,
+                                 request.session.id if request.session is not None else None)
+        if message.id is not None:
+            attributes["jsonrpc.request.id"] = str(message.id)
+        carried = request.carried_now()
+        started = otel.start_durable(_target(message.method, message.params), attributes, carried)
+        emit = request.emit
+        request.emit = otel.carrying_context(emit)  # its questions to the client carry the trace
+        error_type: str | None = None
+        text: str | None = None
+        try:
+            reply = run(message, request)
+            error_type, text = _outcome(reply)
+            return reply
+        except RequestCancelled:
+            error_type, text = "cancelled", "The client cancelled the request."
+            raise
+        except StoreUnavailable:
+            error_type, text = "store_unavailable", "The session store is unavailable."
+            raise
+        finally:
+            request.emit = emit
+            otel.end(started, attributes, error_type, text, 0.0, record=False)
+
     def _first_round(self, params: dict[str, Any]) -> dict[str, str] | None:
         """The first round's trace context, sealed in a retry's ``requestState``."""
         state = params.get("requestState")

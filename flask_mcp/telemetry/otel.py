@@ -25,6 +25,7 @@ from ..protocol.task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED
 from ..protocol.versions import REVISIONS
 from .gauges import GaugeSources
 from .names import (
+    DURABLE_SPAN,
     DURATION_BUCKETS,
     FIRST_ROUND_LINK,
     OPERATION_DURATION,
@@ -170,6 +171,27 @@ class Instruments:
                     parent = trace.set_span_in_context(trace.NonRecordingSpan(origin))
         name = method if target is None else f"{method} {target}"
         span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links)
+        token = context.attach(trace.set_span_in_context(span))
+        return (span, token)
+
+    def start_durable(self, target: str | None, attributes: dict[str, Any],
+                      carried: Mapping[str, str] | None) -> Any:
+        """Start a durable call's ``INTERNAL`` span on its queue worker, named
+        ``durable {tool}``, made current (the tool's spans nest under it). Its
+        parent is the web worker's ``tools/call`` span (``carried``, from the
+        queue message); an ambient span there (a Celery instrumentation's) is
+        linked. Returns what :meth:`end` needs (with ``record=False``)."""
+        assert self.tracer is not None
+        parent = None
+        links: list[Link] = []
+        if carried:
+            parent = propagate.extract(carried)
+            ambient = trace.get_current_span().get_span_context()
+            if ambient.is_valid:
+                links.append(Link(ambient))
+        name = DURABLE_SPAN if target is None else f"{DURABLE_SPAN} {target}"
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes,
+                                      links=links)
         token = context.attach(trace.set_span_in_context(span))
         return (span, token)
 

@@ -331,3 +331,16 @@ def test_open_backend_gives_a_task_store_with_every_backend_that_can_keep_tasks(
 
 def test_a_cachelib_cache_keeps_no_tasks(tmp_path: Path) -> None:
     assert open_backend(SimpleCache(), timeout=60, instance_path=str(tmp_path)).tasks is None
+
+
+def test_a_durable_call_s_record_keeps_its_marker_and_stream_in_every_store(case: Case) -> None:
+    """``flask mcp sessions`` lists a durable call by its record (flask_mcp.protocol.durable_records):
+    the marker that keeps it from ``tasks/*`` and its stream survive the store."""
+    assert isinstance(case.store, ListingTaskStore)
+    record = full_record(ttl_ms=60_000)
+    record.durable, record.stream_id, record.queue_id = True, "s-1", "celery-id"
+    case.store.create(record)
+    [listed] = case.store.unfinished(10)
+    assert (listed.durable, listed.stream_id, listed.queue_id) == (True, "s-1", "celery-id")
+    stored = case.store.get(record.task_id)
+    assert stored is not None and stored.durable and stored.stream_id == "s-1"

@@ -2,7 +2,8 @@
 here and stopped by their PID: a redis-server of our own (broker and task
 store) and one ``celery worker`` (tests/celery_app.py). ``flask mcp check``
 names the worker and the task it registered; ``flask mcp sessions`` lists a
-task while it runs on that worker, with its Celery task id."""
+task while it runs on that worker, with its Celery task id, and a 2025 session's
+durable call too."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ class OneWorker:
         self.env = {**os.environ, "CELERY_BROKER_URL": self.url, "FLASK_MCP_BACKEND": self.url,
                     "FLASK_MCP_TASK_POLL_INTERVAL_MS": "100"}
         try:
-            self.worker = Worker("ops", self.env, self.folder, "tests.celery_app")
+            # two pool processes: a durable call runs while the first test's task still does
+            self.worker = Worker("ops", self.env, self.folder, "tests.celery_app", concurrency=2)
         except BaseException:
             self.stop()
             raise
@@ -105,3 +107,48 @@ def test_sessions_lists_a_task_running_on_the_celery_worker(ops: OneWorker) -> N
     assert task["celery_task_id"] and task["celery_task_id"] in ops.worker.output()  # the id Celery logged
     line = next(line for line in ops.flask("sessions").stdout.splitlines() if task_id in line)
     assert f"on Celery (task {task['celery_task_id']}, run 1)" in line
+
+
+def test_sessions_lists_a_durable_call_running_on_the_celery_worker(ops: OneWorker) -> None:
+    """A 2025-11-25 session's durable call, made in a process of its own that
+    leaves once the first progress arrived: the call goes on on the worker, and
+    its record (in Redis) is listed with its progress until it ends."""
+    script = (
+        "import json\n"
+        "from tests.celery_app import app\n"
+        "from flask_mcp.testing import MCPTestClient\n"
+        "client = MCPTestClient(app, protocol_version='2025-11-25')\n"
+        "client.initialize()\n"
+        "arguments = {'steps': 6, 'interval': 1.0}\n"
+        "params = {'name': 'durable_steps', 'arguments': arguments, '_meta': {'progressToken': 1}}\n"
+        "body = {'jsonrpc': '2.0', 'id': 5, 'method': 'tools/call', 'params': params}\n"
+        "headers = {'Accept': 'application/json, text/event-stream', 'Content-Type': 'application/json',\n"
+        "           **client.extra_headers, **client.standard_headers('tools/call', params)}\n"
+        "response = client.client.post(client.url, data=json.dumps(body), headers=headers, buffered=False)\n"
+        "next(chunk for chunk in response.iter_encoded() if b'notifications/progress' in chunk)\n"
+        "response.close()\n"
+        "print(json.dumps({'session': client.session_id}))\n"
+    )
+    started = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=ops.env, capture_output=True, text=True,
+                             timeout=60)
+    assert started.returncode == 0, started.stderr
+    session_id = json.loads(started.stdout.strip().splitlines()[-1])["session"]
+    deadline = time.monotonic() + 30
+    while True:
+        report = json.loads(ops.flask("sessions", "--json").stdout)
+        durable = [t for t in report["running"]["tasks"] if t["durable"]]
+        if durable and durable[0]["status_message"] and durable[0]["status_message"] != "1/6":
+            break
+        assert time.monotonic() < deadline, report
+        time.sleep(0.2)
+    (call,) = durable
+    assert call["tool"] == "durable_steps" and call["session_id"] == session_id and call["status"] == "working"
+    assert call["queued"] is False and call["runs"] == 1 and call["stream_id"]
+    assert call["status_message"].endswith("/6")  # the latest progress, written by the worker
+    assert call["celery_task_id"] and call["celery_task_id"] in ops.worker.output()  # the id Celery logged
+    line = next(line for line in ops.flask("sessions").stdout.splitlines() if call["task_id"] in line)
+    assert f"durable call, stream {call['stream_id']}" in line
+    while any(t["task_id"] == call["task_id"] for t in json.loads(ops.flask("sessions", "--json").stdout)
+              ["running"]["tasks"]):  # gone once the call ended
+        assert time.monotonic() < deadline + 30, "the durable call is still listed"
+        time.sleep(0.5)
