@@ -8,7 +8,6 @@ Across real processes (gunicorn, celery workers): tests/e2e/test_e2e_durable.py.
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 import time
@@ -24,26 +23,14 @@ from flask_mcp.http import draining
 from flask_mcp.testing import MCPTestClient, parse_sse, sse_event_id
 
 celery = pytest.importorskip("celery")
-from celery.contrib.testing.worker import start_worker  # noqa: E402
-
-# By its basename (pytest puts tests/ on the path; tox runs the installed wheel, where no
-# `tests` package is importable), and dynamically: the Celery apps import it as tests.celery_setup,
-# and mypy would see one file under two module names.
-celery_init_app = importlib.import_module("celery_setup").celery_init_app
+from celery_in_process import celery_worker, memory_celery_app  # noqa: E402
 
 LEGACY = "2025-11-25"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
 def build_app() -> Flask:
-    app = Flask(__name__)
-    app.config.update({
-        "TESTING": True, "MCP_BACKEND": "memory://", "MCP_TASK_RUNNER": "celery",
-        "MCP_SSE_PROBE_INTERVAL": 0.05,
-        "CELERY": {"broker_url": "memory://", "task_ignore_result": True, "worker_prefetch_multiplier": 1,
-                   "broker_transport_options": {"polling_interval": 0.01}},
-    })
-    celery_init_app(app)
+    app = memory_celery_app(__name__)
     mcp = MCP(app, name="durable", version="1.0")
     app.extensions["test-release"] = release = threading.Event()
 
@@ -87,7 +74,7 @@ def build_app() -> Flask:
 @pytest.fixture(scope="module")
 def durable_app() -> Iterator[Flask]:
     app = build_app()
-    with start_worker(app.extensions["celery"], pool="solo", perform_ping_check=False, shutdown_timeout=5):
+    with celery_worker(app):
         yield app
 
 

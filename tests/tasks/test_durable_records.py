@@ -20,24 +20,15 @@ from flask_mcp.protocol.task_records import CANCELLED, COMPLETED, FAILED, TaskRe
 from flask_mcp.testing import MCPTestClient, parse_sse
 
 celery = pytest.importorskip("celery")
-from celery.contrib.testing.worker import start_worker  # noqa: E402
 from celery.signals import task_prerun  # noqa: E402
-
-from tests.celery_setup import celery_init_app  # noqa: E402 - the name Celery workers find it by
+from celery_in_process import celery_worker, memory_celery_app  # noqa: E402
 
 LEGACY = "2025-11-25"
 TASKS = "io.modelcontextprotocol/tasks"
 
 
 def build_app() -> Flask:
-    app = Flask(__name__)
-    app.config.update({
-        "TESTING": True, "MCP_BACKEND": "memory://", "MCP_TASK_RUNNER": "celery",
-        "MCP_SSE_PROBE_INTERVAL": 0.05,
-        "CELERY": {"broker_url": "memory://", "task_ignore_result": True, "worker_prefetch_multiplier": 1,
-                   "broker_transport_options": {"polling_interval": 0.01}},
-    })
-    celery_init_app(app)
+    app = memory_celery_app(__name__)
     mcp = MCP(app, name="durable-records", version="1.0")
     app.extensions["test-release"] = release = threading.Event()
 
@@ -60,7 +51,7 @@ def build_app() -> Flask:
 @pytest.fixture(scope="module")
 def records_app() -> Iterator[Flask]:
     app = build_app()
-    with start_worker(app.extensions["celery"], pool="solo", perform_ping_check=False, shutdown_timeout=5):
+    with celery_worker(app):
         yield app
 
 

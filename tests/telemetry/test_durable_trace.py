@@ -24,7 +24,7 @@ from flask_mcp.testing import MCPTestClient, parse_sse, sse_event_id
 pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK (pip install opentelemetry-sdk)")
 pytest.importorskip("celery", reason="Celery (pip install 'flask-mcp[celery]')")
 
-from celery.contrib.testing.worker import start_worker  # noqa: E402
+from celery_in_process import celery_worker, memory_celery_app  # noqa: E402
 from opentelemetry import trace  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader  # noqa: E402
@@ -32,8 +32,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind  # noqa: E402
-
-from tests.celery_setup import celery_init_app  # noqa: E402 - the name Celery workers find it by
 
 LEGACY = "2025-11-25"
 
@@ -44,14 +42,7 @@ _READER = InMemoryMetricReader()
 
 
 def build_app() -> Flask:
-    app = Flask(__name__)
-    app.config.update({
-        "TESTING": True, "MCP_BACKEND": "memory://", "MCP_TASK_RUNNER": "celery",
-        "MCP_SSE_PROBE_INTERVAL": 0.05,
-        "CELERY": {"broker_url": "memory://", "task_ignore_result": True, "worker_prefetch_multiplier": 1,
-                   "broker_transport_options": {"polling_interval": 0.01}},
-    })
-    celery_init_app(app)
+    app = memory_celery_app(__name__)
     mcp = MCP(app, name="durable-trace", version="1.0")
     app.extensions["mcp"].telemetry.use(_PROVIDER, MeterProvider(metric_readers=[_READER]))
     app.extensions["test-release"] = release = threading.Event()
@@ -73,7 +64,7 @@ def build_app() -> Flask:
 @pytest.fixture(scope="module")
 def traced_app() -> Iterator[Flask]:
     app = build_app()
-    with start_worker(app.extensions["celery"], pool="solo", perform_ping_check=False, shutdown_timeout=5):
+    with celery_worker(app):
         yield app
 
 
