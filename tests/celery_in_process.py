@@ -7,6 +7,7 @@ Import it after ``pytest.importorskip("celery")``."""
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -35,6 +36,15 @@ def memory_celery_app(import_name: str) -> Flask:
 
 @contextmanager
 def celery_worker(app: Flask) -> Iterator[Flask]:
-    """``app`` with a Celery worker running its calls in this process meanwhile."""
-    with start_worker(app.extensions["celery"], pool="solo", perform_ping_check=False, shutdown_timeout=5):
-        yield app
+    """``app`` with a Celery worker running its calls in this process meanwhile.
+    The worker sets the root logger's level (to ERROR) and handlers for the whole
+    process; they are put back after it, or later tests would no longer see
+    warnings in their logs."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        with start_worker(app.extensions["celery"], pool="solo", perform_ping_check=False, shutdown_timeout=5):
+            yield app
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
