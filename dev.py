@@ -67,12 +67,13 @@ def main(argv: list[str]) -> int:
         env.setdefault("FLASK_RUN_PORT", "5000")
         cmd = [str(BIN / "flask"), "--app", "example.app", "run", *argv[1:]]
     else:
-        # The whole suite on the oldest and on the newest supported Flask/Werkzeug (the
-        # conformance run in the newest only, tox.ini), and beside them, on the second core,
-        # the benchmark's own tests, the documentation site (-W), the package (sdist and wheel,
-        # twine check --strict), mypy and ruff. The two suite runs go one after the other
-        # (tox.ini: the newest `depends` on the oldest): they share Redis's Celery queue and the
-        # docs' 127.0.0.1:5000. Arguments go to the suite's two runs only.
+        # The whole suite on the oldest and on the newest supported Flask/Werkzeug side by
+        # side (the conformance run and the deployment tests in the newest only, tox.ini:
+        # nothing of the oldest's uses Celery's queue on Redis, ports are free ones), then,
+        # as a slot frees, the benchmark's own tests, the documentation site (-W), the package
+        # (sdist and wheel, twine check --strict), mypy and ruff. One after the other they
+        # took 30 minutes; side by side the newest run's end-to-end tests, which mostly
+        # wait, leave the oldest's unit tests a core. Arguments go to the suite's two runs only.
         if argv[1:]:
             cmd = [str(BIN / "tox"), "run", "-e", "py-flaskoldest,py-flasklatest", "--", *argv[1:]]
         else:
