@@ -211,11 +211,10 @@ class PostgresStore(Store):
 
     def __init__(self) -> None:
         import psycopg
-
         from postgres import BenchPostgres  # bench/postgres.py
 
         self.server = BenchPostgres().start()
-        self.url = self.server.database()
+        self.url: str = self.server.database()
         self.database = self.url.rsplit("/", 1)[1]
         self.port = self.server.port
         self.admin = psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True)
