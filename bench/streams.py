@@ -14,7 +14,10 @@ left idle), and at every step measures:
 * on Redis, the server's side: its clients (``INFO clients``), the subscribed ones
   (``CLIENT LIST`` flag ``P``) and the most any one worker holds (each worker's
   sockets matched to ``CLIENT LIST`` by port), and the events channel's
-  subscribers (``PUBSUB NUMSUB``).
+  subscribers (``PUBSUB NUMSUB``);
+* on PostgreSQL, the database's connections (``pg_stat_activity``), the
+  listening ones (the bus names its LISTEN connection ``flask-mcp-listener``)
+  and the most of those any one worker holds (matched by port).
 
 It stops after the first step where a stream could not be opened or a POST
 did not answer (``--keep-going``: it goes on). Loopback only; every server is started here and stopped by its PID.
@@ -23,13 +26,15 @@ did not answer (``--keep-going``: it goes on). Loopback only; every server is st
     bench/.venv/bin/python bench/streams.py --worker-class gevent --worker-connections 1000
     bench/.venv/bin/python bench/streams.py --worker-class gevent --backend redis --workers 2 \\
         --worker-connections 10001 --steps 0,1000,5000,10000 --posts 50
+    bench/.venv/bin/python bench/streams.py --worker-class gevent --backend postgresql --workers 2 \\
+        --worker-connections 10001 --steps 0,1000,5000,10000 --posts 50
 
 ``--backend``: ``sqlite`` (default: a fresh file, the example's default store),
 ``redis`` (a private ``redis-server`` on a free port, so that its client counts
-are this run's alone; ``--redis-url`` to use another server instead) or
-``memory``. A backend is a :class:`Store` in ``STORES``: its URI, and the
-columns its server reports (a PostgreSQL backend adds one with
-``pg_stat_activity``). Defaults for ``--steps``: gthread ``0, N/2, N-1, N``
+are this run's alone; ``--redis-url`` to use another server instead),
+``postgresql`` (a private cluster of Debian's binaries, bench/postgres.py, and
+a fresh database in it) or ``memory``. A backend is a :class:`Store` in
+``STORES``: its URI, and the columns its server reports. Defaults for ``--steps``: gthread ``0, N/2, N-1, N``
 (N threads), gevent ``0,10,100,500,999,1000``.
 
 The open streams need file descriptors on both sides (one each in this process
@@ -66,6 +71,8 @@ OPENERS = 8
 TICKS = os.sysconf("SC_CLK_TCK")
 #: The bus channel every listen stream subscribes to (its default prefix and name).
 EVENTS_CHANNEL = "flask-mcp:bus:flask-mcp:events"
+#: The ``application_name`` the PostgreSQL bus gives its listening connection.
+LISTENER_NAME = "flask-mcp-listener"
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -192,7 +199,49 @@ class RedisStore(Store):
             self.process.wait(10)
 
 
-STORES = {"sqlite": SqliteStore, "memory": Store, "redis": RedisStore}
+class PostgresStore(Store):
+    """A private PostgreSQL (bench/postgres.py) and a fresh database in it;
+    the connections of that database from ``pg_stat_activity``: all of them,
+    the listening ones (``application_name`` ``flask-mcp-listener``, which the
+    bus gives its LISTEN connection) and the most of those any one worker
+    holds (each worker's sockets matched to ``client_port``)."""
+
+    name = "postgresql"
+    columns = ("pg connections", "LISTEN connections", "LISTEN per worker (max)")
+
+    def __init__(self) -> None:
+        import psycopg
+        from postgres import BenchPostgres  # bench/postgres.py
+
+        self.server = BenchPostgres().start()
+        self.url: str = self.server.database()
+        self.database = self.url.rsplit("/", 1)[1]
+        self.port = self.server.port
+        self.admin = psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True)
+
+    def uri(self, folder: Path) -> str:
+        return self.url
+
+    def connections(self, workers: list[int]) -> dict[str, object]:
+        rows = self.admin.execute(
+            "SELECT client_port, application_name LIKE %s FROM pg_stat_activity "
+            "WHERE datname = %s AND backend_type = 'client backend'",
+            (f"%{LISTENER_NAME}%", self.database),
+        ).fetchall()
+        listening = {int(port) for port, listener in rows if listener and port is not None}
+        per_worker = [len(local_ports_to(pid, self.port) & listening) for pid in workers]
+        return {
+            "pg connections": len(rows),
+            "LISTEN connections": sum(1 for _, listener in rows if listener),
+            "LISTEN per worker (max)": max(per_worker, default=0),
+        }
+
+    def stop(self) -> None:
+        self.admin.close()
+        self.server.stop()
+
+
+STORES = {"sqlite": SqliteStore, "memory": Store, "redis": RedisStore, "postgresql": PostgresStore}
 
 
 class Server:

@@ -28,6 +28,7 @@ from flask_mcp import MCP
 from flask_mcp.backends import open_backend
 from flask_mcp.backends.contracts import Backend, BackendUnavailable
 from flask_mcp.backends.sql import PostgresMessageBus, SqlDatabase, SqlSessionStore, metadata
+from flask_mcp.backends.sql.notify_bus import listener_name
 from flask_mcp.backends.sql.sessions import stamps_file
 from flask_mcp.config import ConfigError
 from flask_mcp.testing import MCPTestClient
@@ -314,3 +315,46 @@ def test_sql_a_session_copy_is_served_until_another_hosts_write_is_notified(url:
     engine.dispose()
     here.close()
     there.close()
+
+
+def test_sql_the_listening_connection_is_named_in_pg_stat_activity(cluster: PostgresCluster, url: str) -> None:
+    backend = _open(url)
+    assert backend.bus is not None
+    subscription = backend.bus.subscribe(["named"])
+    with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
+        names = [row[0] for row in admin.execute(
+            "SELECT application_name FROM pg_stat_activity WHERE datname = %s AND query ILIKE 'LISTEN %%'",
+            (_dbname(url),)).fetchall()]
+    assert names == ["flask-mcp-listener"]
+    subscription.close()
+    backend.close()
+    assert listener_name("shop") == "shop flask-mcp-listener"
+    assert len(listener_name("é" * 40).encode()) <= 63
+
+
+def test_sql_the_listener_lets_other_greenlets_run_when_psycopg_was_imported_before_gevent_patched(url: str) -> None:
+    # gunicorn --preload: the app (and psycopg, which picks its blocking C wait
+    # at import) is loaded before the gevent worker patches the process.
+    code = (
+        "from flask_mcp.backends import open_backend\n"
+        f"backend = open_backend({url!r}, timeout=5, instance_path='.')\n"
+        "import psycopg\n"
+        "from gevent import monkey\n"
+        "monkey.patch_all()\n"
+        "import gevent\n"
+        "ticks = []\n"
+        "def tick():\n"
+        "    while True:\n"
+        "        ticks.append(1)\n"
+        "        gevent.sleep(0.05)\n"
+        "gevent.spawn(tick)\n"
+        "subscription = backend.bus.subscribe(['greenlets'])\n"
+        "gevent.sleep(2)\n"
+        "backend.bus.publish('greenlets', {'n': 1})\n"
+        "print(len(ticks), subscription.get(5), flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    ticks, delivered = done.stdout.split(" ", 1)
+    assert int(ticks) >= 20  # 40 when nothing blocks the hub; 0 when the listener's wait does
+    assert delivered.strip() == "('greenlets', {'n': 1})"

@@ -4,13 +4,20 @@ each notification to the subscriptions of its channel (as the SQLite bus's
 one poller per process does). Every process of every host that shares the
 database hears every message; a message longer than a NOTIFY payload may
 be (8000 bytes) travels as a row of ``flask_mcp_messages``, its id in the
-notification."""
+notification.
+
+Under gevent the listening thread is a greenlet: it waits for its socket
+through the ``select`` module as it is when it waits (gevent's once gevent
+patched the process), not through psycopg's own wait, which psycopg picks
+when it is imported and which blocks the whole worker if psycopg came
+before the patching (``gunicorn --preload``)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import select as os_select  # the module (sqlalchemy's select is a query)
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +40,30 @@ MAX_PAYLOAD = 7900
 _ROW = "#"
 #: A notification that a session changed (its id follows): copies of it are dropped.
 _INVALIDATE = "!"
+#: The listening connection's ``application_name`` (after the app's own, if it
+#: set one), so that operators can tell it in ``pg_stat_activity``.
+LISTENER_NAME = "flask-mcp-listener"
+
+
+def listener_name(application_name: str | None) -> str:
+    """The listening connection's ``application_name``: the app's, if any,
+    then ``flask-mcp-listener``, within PostgreSQL's 63 bytes."""
+    if not application_name:
+        return LISTENER_NAME
+    room = 63 - len(LISTENER_NAME) - 1
+    return application_name.encode()[:room].decode(errors="ignore") + " " + LISTENER_NAME
+
+
+def _wait_readable(connection: Any, timeout: float) -> None:
+    """Return when ``connection``'s socket has something to read or after
+    ``timeout`` seconds (``poll``: descriptors above 1023 are fine)."""
+    fileno = connection.fileno()
+    if hasattr(os_select, "poll"):
+        poller = os_select.poll()
+        poller.register(fileno, os_select.POLLIN | os_select.POLLERR | os_select.POLLHUP)
+        poller.poll(timeout * 1000)
+    else:  # Windows
+        os_select.select([fileno], [], [fileno], timeout)
 
 
 class _Listener:
@@ -116,6 +147,8 @@ class _Listener:
         connection = None
         try:
             connection = self._bus.database.listening_connection()
+            name = listener_name(connection.info.parameter_status("application_name"))
+            connection.execute("SELECT set_config('application_name', %s, false)", [name])
             connection.execute(f"LISTEN {PG_CHANNEL}")
         except Exception as exc:  # noqa: BLE001 - any driver error: the bus is unavailable
             if connection is not None:
@@ -131,7 +164,9 @@ class _Listener:
         checked = time.monotonic()
         try:
             while self._connection is connection:
-                for notify in connection.notifies(timeout=1.0):
+                _wait_readable(connection, 1.0)
+                # What arrived, and what came in during the keepalive's round trip.
+                for notify in connection.notifies(timeout=0):
                     checked = time.monotonic()
                     self._dispatch(notify.payload)
                 if time.monotonic() - checked >= self.KEEPALIVE:
