@@ -34,6 +34,23 @@ def memory_celery_app(import_name: str) -> Flask:
     return app
 
 
+def app_without_a_queue(import_name: str) -> Flask:
+    """A Celery-runner app that keeps no Celery app: a durable call's hand-off
+    fails. Its one durable tool, ``slow``, never runs."""
+    from flask_mcp import MCP
+
+    app = Flask(import_name)
+    app.config.update({"TESTING": True, "MCP_BACKEND": "memory://", "MCP_TASK_RUNNER": "celery"})
+    mcp = MCP(app, name="no-queue", version="1.0")
+
+    @mcp.tool(durable=True)
+    def slow() -> str:
+        """Never runs here."""
+        return "ran"
+
+    return app
+
+
 @contextmanager
 def celery_worker(app: Flask) -> Iterator[Flask]:
     """``app`` with a Celery worker running its calls in this process meanwhile.

@@ -23,7 +23,7 @@ from flask_mcp.http import draining
 from flask_mcp.testing import MCPTestClient, parse_sse, sse_event_id
 
 celery = pytest.importorskip("celery")
-from celery_in_process import celery_worker, memory_celery_app  # noqa: E402
+from celery_in_process import app_without_a_queue, celery_worker, memory_celery_app  # noqa: E402
 
 LEGACY = "2025-11-25"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -245,15 +245,7 @@ def test_a_client_that_takes_no_event_stream_gets_a_durable_call_s_answer_as_jso
 def test_a_durable_call_the_queue_cannot_take_is_refused_with_503_and_its_stream_ends(
     make_client: Callable[..., MCPTestClient],
 ) -> None:
-    app = Flask(__name__)
-    app.config.update({"TESTING": True, "MCP_BACKEND": "memory://", "MCP_TASK_RUNNER": "celery"})
-    mcp = MCP(app, name="no-queue", version="1.0")  # no Celery app in app.extensions["celery"]
-
-    @mcp.tool(durable=True)
-    def slow() -> str:
-        """Never runs here."""
-        return "ran"
-
+    app = app_without_a_queue(__name__)
     client = connect(make_client, app, LEGACY)
     response = post(client, call_body("slow", {}, request_id=31))
     assert response.status_code == 503 and response.headers["Retry-After"] == "1"

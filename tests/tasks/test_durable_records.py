@@ -21,7 +21,7 @@ from flask_mcp.testing import MCPTestClient, parse_sse
 
 celery = pytest.importorskip("celery")
 from celery.signals import task_prerun  # noqa: E402
-from celery_in_process import celery_worker, memory_celery_app  # noqa: E402
+from celery_in_process import app_without_a_queue, celery_worker, memory_celery_app  # noqa: E402
 
 LEGACY = "2025-11-25"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -160,15 +160,7 @@ def test_a_cancelled_durable_call_s_record_ends_cancelled(client: MCPTestClient,
 def test_a_durable_call_the_queue_cannot_take_leaves_no_running_record(
     make_client: Callable[..., MCPTestClient],
 ) -> None:
-    app = Flask(__name__)
-    app.config.update({"TESTING": True, "MCP_BACKEND": "memory://", "MCP_TASK_RUNNER": "celery"})
-    mcp = MCP(app, name="no-queue", version="1.0")  # no Celery app in app.extensions["celery"]
-
-    @mcp.tool(durable=True)
-    def slow() -> str:
-        """Never runs here."""
-        return "ran"
-
+    app = app_without_a_queue(__name__)
     client = connect(make_client, app, LEGACY)
     assert post(client, "slow", 44).status_code == 503
     store = app.extensions["mcp"].backend.tasks
