@@ -514,29 +514,35 @@ def report(seen: Seen) -> str:
 # ---------------------------------------------------------------- the issue's scenarios
 
 
-def kill_worker(deployment: Deployment, seen: Seen, log: list[str]) -> None:
-    """(a) SIGKILL the web worker holding the call's stream (once the stream is
-    on a live worker: the other scenario may just have stopped its host)."""
+@contextlib.contextmanager
+def holding_live(deployment: Deployment, seen: Seen) -> Iterator[tuple[Host, int]]:
+    """The host and live web worker holding the call's stream, under the
+    deployment's lock (the other scenario may just have stopped its host)."""
     deadline = time.monotonic() + 30
     while True:
         with deployment.lock:
             host, pid = deployment.holding(seen.holder())
             if pid in host.workers():
-                os.kill(pid, signal.SIGKILL)
-                log.append(f"{seen.client} (a) at progress {len(seen.progress)}: SIGKILL worker {host.name}/{pid}")
+                yield host, pid
                 return
         assert time.monotonic() < deadline, f"{seen.client}: its stream never settled on a live worker"
         time.sleep(0.1)
 
 
+def kill_worker(deployment: Deployment, seen: Seen, log: list[str]) -> None:
+    """(a) SIGKILL the web worker holding the call's stream."""
+    with holding_live(deployment, seen) as (host, pid):
+        os.kill(pid, signal.SIGKILL)
+        log.append(f"{seen.client} (a) at progress {len(seen.progress)}: SIGKILL worker {host.name}/{pid}")
+
+
 def reload_while_asked(deployment: Deployment, seen: Seen, log: list[str]) -> None:
     """(b) HUP the master of the host holding the stream while the question
     waits; answer once the client has resumed the stream."""
-    with deployment.lock:
-        host, _ = deployment.holding(seen.holder())
+    with holding_live(deployment, seen) as (host, pid):
         before = len(seen.resumptions())
         host.hup()
-        log.append(f"{seen.client} (b) question pending: HUP master of {host.name}")
+        log.append(f"{seen.client} (b) question pending: HUP master of {host.name} (stream on {pid})")
     seen.wait(lambda: len(seen.resumptions()) > before, "resumption after the HUP", within=20)
     seen.release.set()
 
@@ -567,12 +573,21 @@ PLANS: dict[str, list[tuple[int | str, Callable[[Deployment, Seen, list[str]], N
 
 
 def disrupt(deployment: Deployment, seen: Seen, log: list[str]) -> None:
+    """Each step of the client's plan at its moment; the next step only once the
+    client has resumed after this one. Without that wait a loaded machine made
+    the test race itself: the TypeScript question came with progress 12, just
+    as its worker was killed, and the HUP went to the host of the killed worker
+    (the newest stream the test knew of) instead of the one the client resumed
+    on, so the call never met (b)."""
     for moment, step in PLANS[seen.client]:
         if moment == "asked":
             seen.wait(lambda: len(seen.asked) == 1, "question", within=ASK_AT + 40)
         else:
             seen.wait(lambda moment=moment: len(seen.progress) >= moment, f"progress {moment}")  # type: ignore[misc]
+        before = len(seen.resumptions())
         step(deployment, seen, log)
+        seen.wait(lambda before=before: len(seen.resumptions()) > before,  # type: ignore[misc]
+                  f"resumption after {step.__name__}")
 
 
 def test_long_calls_of_both_clients_survive_a_killed_worker_a_reload_and_a_stopped_host(deployment: Deployment) -> None:
