@@ -3,6 +3,7 @@ clients for both eras, and real gunicorn servers on loopback."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 import jsonschema
@@ -308,6 +310,22 @@ def read_only(*paths: Path) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------- infrastructure
+
+
+def load_file(name: str, path: Path) -> ModuleType:
+    """A file of the repository that is in no package (bench/, example/,
+    docs/_ext/, the conformance runner), imported as module ``name``; it stays
+    in ``sys.modules``, where its dataclasses look their module up."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def unavailable(reason: str) -> NoReturn:

@@ -9,7 +9,6 @@ import base64
 import datetime
 import functools
 import hashlib
-import importlib.util
 import ipaddress
 import json
 import secrets
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from conftest import load_file
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -38,11 +38,7 @@ EXAMPLE_APP = Path(__file__).resolve().parents[1] / "example" / "oauth_app.py"
 @functools.cache
 def _example_create_app() -> Any:
     """example/oauth_app.py's ``create_app`` (a file of the repository, not an installed package)."""
-    spec = importlib.util.spec_from_file_location("example_oauth_app", EXAMPLE_APP)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.create_app
+    return load_file("example_oauth_app", EXAMPLE_APP).create_app
 
 
 def example_app(tmp_path: Path, site: ClientSite, **config: Any) -> Flask:

@@ -40,7 +40,6 @@ marker does not silently skip a block. ```bash, ```json etc. are not run.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -51,7 +50,7 @@ from pathlib import Path, PurePosixPath
 from types import ModuleType
 
 import pytest
-from conftest import REDIS_URL, ROOT, free_port, shared_redis, wait_for_health
+from conftest import REDIS_URL, ROOT, free_port, load_file, shared_redis, wait_for_health
 
 PAGES = [ROOT / "README.md", ROOT / "README.pypi.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Each marker's mode, and whether it takes an argument (``<!-- file: app.py -->``).
@@ -274,11 +273,7 @@ def test_a_redis_block_gets_the_tests_redis(tmp_path: Path) -> None:
 
 def guides_toctree() -> ModuleType:
     """docs/_ext/guides_toctree.py, the Sphinx extension that fills in the index's Guides."""
-    spec = importlib.util.spec_from_file_location("guides_toctree", ROOT / "docs" / "_ext" / "guides_toctree.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("guides_toctree", ROOT / "docs" / "_ext" / "guides_toctree.py")
 
 
 def guides_in_order() -> list[str]:

@@ -10,7 +10,6 @@ The last two tests prove the runner enforces exactly that, on real suite runs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import ROOT, GunicornServer, unavailable
+from conftest import ROOT, GunicornServer, load_file, unavailable
 
 RUNNER = ROOT / "tests" / "conformance" / "runner.py"
 BASELINE = ROOT / "tests" / "conformance" / "baseline"
@@ -91,12 +90,7 @@ def test_runner_fails_on_a_failure_the_baseline_does_not_list(
 
 
 def load_runner() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("conformance_runner", RUNNER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_file("conformance_runner", RUNNER)
 
 
 def test_runner_reads_the_suite_listing_into_legs() -> None:

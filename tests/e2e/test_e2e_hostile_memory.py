@@ -11,12 +11,11 @@ The full run (100 000 requests) is ``python3 bench/memory.py --mix hostile``.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import load_file
 
 pytestmark = pytest.mark.e2e
 
@@ -27,15 +26,7 @@ WARMUP = 1_000
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_memory_hostile_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+    return load_file("bench_memory_hostile_under_test", BENCH)
 
 
 def test_workers_stay_bounded_under_the_hostile_mix(

@@ -8,13 +8,12 @@ run (50 000 requests) is ``python3 bench/memory.py``.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import load_file
 
 pytestmark = pytest.mark.e2e
 
@@ -25,15 +24,7 @@ WARMUP = 2_000
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_memory_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+    return load_file("bench_memory_under_test", BENCH)
 
 
 def test_workers_stay_flat_over_a_long_mixed_workload(bench: ModuleType, tmp_path: Path) -> None:
