@@ -128,8 +128,7 @@ def sql_backend(database: SqlDatabase, clock: FakeClock) -> Backend:
     bus = PostgresMessageBus(database) if database.postgresql else PollingMessageBus(database)
 
     def close() -> None:
-        if isinstance(bus, PostgresMessageBus):
-            bus.close()
+        bus.close()
         database.close()
 
     return Backend(

@@ -25,7 +25,7 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from mariadb_server import MariaDBServer, shared_mariadb
 from postgres_server import PostgresCluster, shared_postgres
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, event, inspect
 
 from flask_mcp import MCP
 from flask_mcp.backends import open_backend
@@ -311,18 +311,24 @@ def test_sql_an_unreachable_database_is_unavailable_at_once_and_the_endpoint_ans
 def test_sql_mariadb_gone_mid_session_is_unavailable_and_served_again_once_back() -> None:
     """The server dies under the pool's open connections: the next call is
     :class:`BackendUnavailable` (503), never the driver's own error escaping
-    (PyMySQL switching a dead connection to autocommit did, a 500), and once
-    the server is back the session is served again."""
+    (PyMySQL switching a dead connection to autocommit did, a 500), each call
+    tries to connect once (it tried six times, each costing PyMySQL a TLS
+    context), and once the server is back the session is served again."""
     server = MariaDBServer().start()
     try:
         backend = open_backend(server.url(), timeout=60, instance_path=".")
+        assert isinstance(backend.sessions, SqlSessionStore)
+        attempts: list[object] = []
+        event.listen(backend.sessions.database.engine, "do_connect", lambda *args: attempts.append(args))
         session = full_session()
         backend.sessions.create(session)
         assert backend.sessions.get(session.id) is not None  # a connection in the pool
         server.crash(lose_data=False)
-        for _ in range(2):
+        for _ in range(3):
+            attempts.clear()
             with pytest.raises(BackendUnavailable, match="unavailable"):
                 backend.sessions.get(session.id)
+            assert len(attempts) == 1
         server.recover()
         got = backend.sessions.get(session.id)
         assert got is not None and got.client_info == session.client_info
@@ -348,8 +354,13 @@ def test_sql_other_databases_get_the_polling_bus(tmp_path: Path, database: str) 
         assert subscription.get(5) == ("p", {"n": 1})
         other.bus.publish("p", {"n": 2})
         assert subscription.get(5) == ("p", {"n": 2})
+    left_open = backend.bus.subscribe(["p"])
     other.close()
-    backend.close()
+    backend.close()  # its poller stops: what was still subscribed hears so, and polls no disposed engine
+    with pytest.raises(BackendUnavailable, match="closed"):
+        left_open.get(1)
+    with pytest.raises(BackendUnavailable, match="closed"):
+        backend.bus.subscribe(["p"])
     other_engine.dispose()
     engine.dispose()
 

@@ -63,8 +63,7 @@ def backend_on(database: SqlDatabase, options: BackendOptions) -> Backend:
         description = f"SQL {database.describe()} (polling bus)"
 
     def close() -> None:
-        if isinstance(bus, PostgresMessageBus):
-            bus.close()
+        bus.close()
         database.close()
 
     return Backend(

@@ -54,6 +54,14 @@ def _rolled_back(exc: DBAPIError) -> bool:
     return isinstance(exc, OperationalError) and bool(arguments) and arguments[0] == _MYSQL_DEADLOCK
 
 
+class _NotReached(Exception):
+    """No connection could be made (:meth:`SqlDatabase._connect`)."""
+
+    def __init__(self, error: SQLAlchemyError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class SqlDatabase:
     """One SQLAlchemy engine and flask-mcp's tables in it. ``owned``: the
     engine was made here (from a URL) and :meth:`close` disposes of it; an
@@ -126,23 +134,33 @@ class SqlDatabase:
                 self.prepare()
             for attempt in range(1, self.DEADLOCK_ATTEMPTS + 1):
                 try:
-                    if autocommit and self._autocommit:
-                        with self.engine.connect() as connection:
-                            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+                    with self._connect() as connection:
+                        if autocommit and self._autocommit:
+                            return operation(connection.execution_options(isolation_level="AUTOCOMMIT"))
+                        with connection.begin():
                             return operation(connection)
-                    with self.engine.begin() as connection:
-                        return operation(connection)
                 except DBAPIError as exc:
                     if attempt == self.DEADLOCK_ATTEMPTS or not _rolled_back(exc):
                         raise
                     time.sleep(random.uniform(0, 0.005 * attempt))  # the other writers go first
             raise AssertionError("unreachable")
+        except _NotReached as exc:  # retried() does not try again at once: see _connect
+            raise self._fault(exc.error) from exc
         except SQLAlchemyError as exc:
             if not (isinstance(exc, DBAPIError) and exc.connection_invalidated):
                 # Perhaps our tables are gone (a database restored or made
                 # anew): the next call looks again, and makes what is missing.
                 self._ready = False
             raise self._fault(exc) from exc
+
+    def _connect(self) -> Connection:
+        """A pooled connection; :class:`_NotReached` if a new one could not be
+        made (the server is down or refuses us: trying again at once would
+        only fail again, each time costing the driver a connection attempt)."""
+        try:
+            return self.engine.connect()
+        except SQLAlchemyError as exc:
+            raise _NotReached(exc) from exc
 
     def retried(self, operation: Callable[[Connection], _T], *, autocommit: bool = False) -> _T:
         """:meth:`run`, once more after a lost connection (a server restart
@@ -167,16 +185,17 @@ class SqlDatabase:
         with self._ready_lock:
             if self._ready:
                 return
-            try:
-                with self.engine.begin() as connection:
+            with self._connect() as connection:
+                try:
+                    with connection.begin():
+                        if self.postgresql:
+                            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
+                        metadata.create_all(connection, checkfirst=True)
+                except SQLAlchemyError:
                     if self.postgresql:
-                        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
-                    metadata.create_all(connection, checkfirst=True)
-            except SQLAlchemyError:
-                if self.postgresql:
-                    raise
-                with self.engine.begin() as connection:
-                    metadata.create_all(connection, checkfirst=True)
+                        raise
+                    with connection.begin():
+                        metadata.create_all(connection, checkfirst=True)
             self._ready = True
 
     def listening_connection(self) -> Any:
