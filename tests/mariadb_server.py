@@ -1,6 +1,6 @@
 """A private MariaDB server for the tests: Debian's ``mariadbd`` (or the one
-in ``MCP_TEST_MARIADB_BIN``), ``mariadb-install-db`` into a temporary folder,
-the server on a free loopback TCP port, no service. ``root`` connects from
+in ``MCP_TEST_MARIADB_BIN``) on a copy of a data folder ``mariadb-install-db``
+made once per test session, on a free loopback TCP port, no service. ``root`` connects from
 127.0.0.1 without a password (``--auth-root-authentication-method=normal``,
 as a developer's throwaway server would); the redo log is not flushed at each
 commit (tests need no durability against power loss: a crash of the server's
@@ -20,7 +20,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
+import pymysql
 from conftest import free_port, unavailable
 
 #: The database the server is made with (a URL without one names it).
@@ -48,13 +50,13 @@ def _as_server_user() -> list[str]:
     return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--reset-env"]
 
 
-#: Small buffers (the tests' tables are tiny) and no flush per commit.
+#: What both programs get: no option files of the machine's, small buffers (the tests' tables are tiny).
 _SERVER_OPTIONS = ["--no-defaults", "--skip-name-resolve", "--innodb-buffer-pool-size=32M",
                    "--innodb-log-file-size=8M"]
 
 
 class MariaDBServer:
-    """``mariadb-install-db`` + ``mariadbd`` in a folder of its own, on a free port."""
+    """``mariadbd`` on a data folder of its own (a fresh install's copy), on a free port."""
 
     def __init__(self, *, max_connections: int = 300) -> None:
         self.server, self.install = binaries()
@@ -69,25 +71,21 @@ class MariaDBServer:
     def url(self, database: str = DATABASE) -> str:
         return f"mysql+pymysql://root@127.0.0.1:{self.port}/{database}?charset=utf8mb4"
 
-    def connect(self, database: str | None = None) -> object:
+    def connect(self, database: str | None = None) -> Any:
         """A PyMySQL connection as ``root`` (autocommit)."""
-        import pymysql
-
         return pymysql.connect(host="127.0.0.1", port=self.port, user="root", database=database,
                                autocommit=True, connect_timeout=5)
 
     def execute(self, statement: str, database: str | None = None) -> list[tuple[object, ...]]:
         connection = self.connect(database)
         try:
-            with connection.cursor() as cursor:  # type: ignore[attr-defined]
+            with connection.cursor() as cursor:
                 cursor.execute(statement)
                 return list(cursor.fetchall())
         finally:
-            connection.close()  # type: ignore[attr-defined]
+            connection.close()
 
     def start(self) -> MariaDBServer:
-        import pymysql
-
         if not (self.data / "mysql").is_dir():
             self._install()
         log = (self.folder / "mariadb.log").open("ab")
