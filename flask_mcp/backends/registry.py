@@ -48,6 +48,10 @@ BUILT_IN: dict[str, str] = {
     "postgresql": "flask_mcp.backends.sql:open_uri",
     "postgresql+psycopg": "flask_mcp.backends.sql:open_uri",
     "postgres": "flask_mcp.backends.sql:open_uri",
+    "mysql": "flask_mcp.backends.sql:open_uri",
+    "mysql+pymysql": "flask_mcp.backends.sql:open_uri",
+    "mariadb": "flask_mcp.backends.sql:open_uri",
+    "mariadb+pymysql": "flask_mcp.backends.sql:open_uri",
 }
 
 ACCEPTED = (
@@ -57,6 +61,7 @@ ACCEPTED = (
     "'redis+cluster://host:port,host:port' (or 'rediss+cluster://...'), "
     "'redis+sentinel://host:26379[,host:26379...]/service-name[/db]', "
     "'postgresql://user:password@host/database' (or 'postgresql+psycopg://...'), "
+    "'mysql://user:password@host/database' or 'mariadb://...' (through PyMySQL), "
     f"a scheme an installed package registers (entry point group {ENTRY_POINT_GROUP!r}), "
     "a redis.Redis or redis.cluster.RedisCluster client, an SQLAlchemy engine or the app's Flask-SQLAlchemy object, "
     "a cachelib cache (e.g. the one Flask-Caching built), "

@@ -16,6 +16,7 @@ import pytest
 import redis
 from cachelib import FileSystemCache, SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from mariadb_server import contract_database as mariadb_database
 from postgres_server import contract_database, empty_sql_tables
 from redis_server import shared_cluster
 from sqlalchemy import create_engine
@@ -107,17 +108,18 @@ def _cluster_setup(url: str, prefix: str) -> str:
 #: (the same code: only the client differs); the Cluster has a backend of its own.
 REDIS = ["redis", "redis-sentinel"]
 #: The SQL backend: on PostgreSQL from a URL and through the app's
-#: Flask-SQLAlchemy engine (LISTEN/NOTIFY bus, tests/postgres_server.py), and on
-#: a SQLite file through SQLAlchemy (the polling bus other databases get).
-SQL = ["postgresql", "postgresql-flask-sqlalchemy", "sql-sqlite"]
+#: Flask-SQLAlchemy engine (LISTEN/NOTIFY bus, tests/postgres_server.py), and
+#: with the polling bus other databases get: on MariaDB from a PyMySQL URL
+#: (tests/mariadb_server.py) and on a SQLite file through SQLAlchemy.
+SQL = ["postgresql", "postgresql-flask-sqlalchemy", "mariadb", "sql-sqlite"]
 ALL = ["memory", "sqlite", *REDIS, "redis-cluster", *SQL, "cachelib-simple", "cachelib-filesystem"]
 #: Where a test clock decides expiry (Redis TTLs run on the server's clock).
 WITH_CLOCK = [name for name in ALL if not name.startswith("redis")]
 WITH_BUS = ["memory", "sqlite", *REDIS, "redis-cluster", *SQL]
 #: Shared between processes (a child process can reach the same sessions).
 #: (Not the Flask-SQLAlchemy case: its child process opens the URL, as the plain case does.)
-SHARED = ["sqlite", *REDIS, "redis-cluster", "postgresql", "sql-sqlite", "cachelib-filesystem"]
-SHARED_BUS = ["sqlite", *REDIS, "redis-cluster", "postgresql", "sql-sqlite"]
+SHARED = ["sqlite", *REDIS, "redis-cluster", "postgresql", "mariadb", "sql-sqlite", "cachelib-filesystem"]
+SHARED_BUS = ["sqlite", *REDIS, "redis-cluster", "postgresql", "mariadb", "sql-sqlite"]
 #: Where the event log's retention runs on the test clock.
 CLOCKED_EVENTS = ["memory", "sqlite", *SQL]
 
@@ -126,8 +128,7 @@ def sql_backend(database: SqlDatabase, clock: FakeClock) -> Backend:
     bus = PostgresMessageBus(database) if database.postgresql else PollingMessageBus(database)
 
     def close() -> None:
-        if isinstance(bus, PostgresMessageBus):
-            bus.close()
+        bus.close()
         database.close()
 
     return Backend(
@@ -158,6 +159,9 @@ def open_sql_case(name: str, tmp_path: Path) -> Iterator[Case]:
         db.init_app(app)
         with app.app_context():
             database = SqlDatabase(db.engine, owned=False)
+    elif name == "mariadb":
+        url = mariadb_database()
+        database = SqlDatabase.from_url(url)
     else:
         url = f"sqlite:///{tmp_path / 'sql.sqlite3'}"
         database = SqlDatabase(create_engine(url), owned=True)

@@ -1,9 +1,11 @@
 """The SQL backend beyond the contract: one listening connection per process
 (counted in ``pg_stat_activity``), a broken listener reported and replaced,
 messages longer than a NOTIFY payload, tables made once by concurrent first
-users or by the app's own migrations, the app's Flask-SQLAlchemy as
-``MCP_BACKEND``, and a database that cannot be reached. PostgreSQL is the
-test session's own cluster (tests/postgres_server.py)."""
+users or by the app's own migrations, concurrent writers, the app's
+Flask-SQLAlchemy as ``MCP_BACKEND``, and a database that cannot be reached.
+PostgreSQL is the test session's own cluster (tests/postgres_server.py);
+the tests that are not about LISTEN/NOTIFY run on the session's MariaDB
+server too (tests/mariadb_server.py, PyMySQL)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ from backend_cases import ROOT, full_session
 from conftest import free_port
 from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
+from mariadb_server import MariaDBServer, shared_mariadb
 from postgres_server import PostgresCluster, shared_postgres
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, event, inspect
 
 from flask_mcp import MCP
 from flask_mcp.backends import open_backend
@@ -43,6 +46,14 @@ def cluster() -> PostgresCluster:
 def url(cluster: PostgresCluster) -> str:
     """A fresh database of the session's cluster (its connections counted apart from other tests')."""
     return cluster.create_database("sql")
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def any_url(request: pytest.FixtureRequest) -> str:
+    """A fresh database on the session's PostgreSQL cluster or MariaDB server."""
+    if request.param == "mariadb":
+        return shared_mariadb().create_database("sql")
+    return shared_postgres().create_database("sql")
 
 
 def _open(url: str) -> Backend:
@@ -145,13 +156,13 @@ def test_sql_a_message_longer_than_a_notify_payload_travels_through_the_table(ur
     backend.close()
 
 
-def test_sql_concurrent_first_users_create_the_tables_once_without_errors(url: str) -> None:
+def test_sql_concurrent_first_users_create_the_tables_once_without_errors(any_url: str) -> None:
     """Eight engines (as eight workers' first requests) find the database empty at once."""
     barrier = threading.Barrier(8)
     errors: list[BaseException] = []
 
     def first_request(n: int) -> None:
-        store = SqlSessionStore(SqlDatabase.from_url(url))
+        store = SqlSessionStore(SqlDatabase.from_url(any_url))
         barrier.wait(10)
         try:
             store.create(full_session(f"first-{n}"))
@@ -166,15 +177,15 @@ def test_sql_concurrent_first_users_create_the_tables_once_without_errors(url: s
     for thread in threads:
         thread.join(30)
     assert errors == []
-    store = SqlSessionStore(url)
+    store = SqlSessionStore(any_url)
     assert all(store.get(f"first-{n}") is not None for n in range(8))
     store.database.close()
 
 
-def test_sql_tables_an_app_migrated_itself_are_used_as_they_are(url: str) -> None:
+def test_sql_tables_an_app_migrated_itself_are_used_as_they_are(any_url: str) -> None:
     """The app creates flask-mcp's tables from ``metadata`` (as its Alembic
     migration would); the backend finds them and creates nothing."""
-    engine = create_engine(url)
+    engine = create_engine(any_url)
     metadata.create_all(engine)
     assert set(inspect(engine).get_table_names()) == {
         "flask_mcp_sessions", "flask_mcp_messages", "flask_mcp_stream_events", "flask_mcp_tasks",
@@ -188,6 +199,45 @@ def test_sql_tables_an_app_migrated_itself_are_used_as_they_are(url: str) -> Non
     with engine.connect() as connection:  # the app's engine is the app's: still usable
         assert connection.exec_driver_sql("SELECT COUNT(*) FROM flask_mcp_sessions").scalar() == 1
     engine.dispose()
+
+
+@pytest.mark.parametrize("how", ["url", "app-engine"])
+def test_sql_concurrent_writers_all_succeed_and_every_increment_counts(any_url: str, how: str) -> None:
+    """Eight threads at once on empty tables: the first increments of one rate
+    limit counter, sessions made and events appended side by side. On MariaDB
+    an engine the app made runs at InnoDB's REPEATABLE READ, whose gap locks
+    deadlock such writers (a ``DELETE`` or ``UPDATE`` finding no row, then an
+    ``INSERT``): the victim's transaction, rolled back whole, runs again."""
+    engine = create_engine(any_url) if how == "app-engine" else None
+    backend = open_backend(engine if engine is not None else any_url, timeout=60, instance_path=".")
+    assert backend.events is not None
+    counters = backend.sessions.rate_limit_storage()  # type: ignore[attr-defined]
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            barrier.wait(10)
+            for i in range(20):
+                counters.incr("tool:shared", 60)
+                backend.sessions.create(full_session(f"writer-{i}-{n}"))
+                backend.events.append(f"writer-{n}/s", i, {"message": {"i": i}, "final": False})  # type: ignore[union-attr]
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert counters.get("tool:shared") == 160
+    assert all(backend.sessions.get(f"writer-{i}-{n}") is not None for i in range(20) for n in range(8))
+    assert all([seq for seq, _ in backend.events.read(f"writer-{n}/s", 0) or []] == list(range(1, 20))
+               for n in range(8))
+    backend.close()
+    if engine is not None:
+        engine.dispose()
 
 
 def _flask_sqlalchemy_app(url: str, backend: object) -> tuple[Flask, SQLAlchemy]:
@@ -207,8 +257,8 @@ def _flask_sqlalchemy_app(url: str, backend: object) -> tuple[Flask, SQLAlchemy]
 
 
 @pytest.mark.parametrize("spec", ["db", "flask-sqlalchemy"])
-def test_sql_the_apps_flask_sqlalchemy_keeps_the_sessions_in_its_own_database(url: str, spec: str) -> None:
-    app, db = _flask_sqlalchemy_app(url, spec)
+def test_sql_the_apps_flask_sqlalchemy_keeps_the_sessions_in_its_own_database(any_url: str, spec: str) -> None:
+    app, db = _flask_sqlalchemy_app(any_url, spec)
     client = MCPTestClient(app, protocol_version="2025-11-25")
     assert client.initialize().status_code == 200
     assert client.call_tool("add", {"a": 2, "b": 3}).result["structuredContent"] == {"result": 5}
@@ -216,7 +266,8 @@ def test_sql_the_apps_flask_sqlalchemy_keeps_the_sessions_in_its_own_database(ur
         with db.engine.connect() as connection:
             stored = connection.exec_driver_sql("SELECT id FROM flask_mcp_sessions").scalars().all()
     assert stored == [client.session_id]
-    assert "LISTEN/NOTIFY" in app.extensions["mcp"].backend.describe()
+    bus = "polling bus" if any_url.startswith("mysql") else "LISTEN/NOTIFY"
+    assert bus in app.extensions["mcp"].backend.describe()
     assert client.delete().status_code == 200
     app.extensions["mcp"].backend.close()
     with app.app_context():
@@ -230,9 +281,11 @@ def test_sql_flask_sqlalchemy_must_be_initialised_on_the_app_first() -> None:
         MCP(app)
 
 
-def test_sql_an_unreachable_database_is_unavailable_at_once_and_the_endpoint_answers_503(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheme", [pytest.param("postgresql://postgres", id="postgresql"),
+                                    pytest.param("mysql://root", id="mariadb")])
+def test_sql_an_unreachable_database_is_unavailable_at_once_and_the_endpoint_answers_503(scheme: str) -> None:
     port = free_port()  # nothing listens there
-    backend = open_backend(f"postgresql://postgres@127.0.0.1:{port}/none", timeout=60, instance_path=".")
+    backend = open_backend(f"{scheme}@127.0.0.1:{port}/none", timeout=60, instance_path=".")
     started = time.monotonic()
     with pytest.raises(BackendUnavailable, match="unavailable"):
         backend.sessions.get("anything")
@@ -242,7 +295,7 @@ def test_sql_an_unreachable_database_is_unavailable_at_once_and_the_endpoint_ans
     assert "127.0.0.1" in backend.describe()
 
     app = Flask(__name__)
-    app.config.update(TESTING=True, MCP_BACKEND=f"postgresql://postgres:secret@127.0.0.1:{port}/none")
+    app.config.update(TESTING=True, MCP_BACKEND=f"{scheme}:secret@127.0.0.1:{port}/none")
     MCP(app)
     client = MCPTestClient(app, protocol_version="2025-11-25")
     answer = client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -255,22 +308,67 @@ def test_sql_an_unreachable_database_is_unavailable_at_once_and_the_endpoint_ans
         Path(stamps_file(where)).unlink(missing_ok=True)  # made by the first read, before the database was tried
 
 
-def test_sql_other_databases_get_the_polling_bus(tmp_path: Path) -> None:
-    engine = create_engine(f"sqlite:///{tmp_path / 'app.sqlite3'}")
+def test_sql_mariadb_gone_mid_session_is_unavailable_and_served_again_once_back() -> None:
+    """The server dies under the pool's open connections: the next call is
+    :class:`BackendUnavailable` (503), never the driver's own error escaping
+    (PyMySQL switching a dead connection to autocommit did, a 500), each call
+    tries to connect once (it tried six times, each costing PyMySQL a TLS
+    context), and once the server is back the session is served again."""
+    server = MariaDBServer().start()
+    try:
+        backend = open_backend(server.url(), timeout=60, instance_path=".")
+        assert isinstance(backend.sessions, SqlSessionStore)
+        attempts: list[object] = []
+        event.listen(backend.sessions.database.engine, "do_connect", lambda *args: attempts.append(args))
+        session = full_session()
+        backend.sessions.create(session)
+        assert backend.sessions.get(session.id) is not None  # a connection in the pool
+        server.crash(lose_data=False)
+        for _ in range(3):
+            attempts.clear()
+            with pytest.raises(BackendUnavailable, match="unavailable"):
+                backend.sessions.get(session.id)
+            assert len(attempts) == 1
+        server.recover()
+        got = backend.sessions.get(session.id)
+        assert got is not None and got.client_info == session.client_info
+        backend.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"])
+def test_sql_other_databases_get_the_polling_bus(tmp_path: Path, database: str) -> None:
+    """An engine the app made (on MariaDB: InnoDB's default REPEATABLE READ,
+    which each poll's transaction of its own sees past)."""
+    url = shared_mariadb().create_database("poll") if database == "mariadb" else f"sqlite:///{tmp_path / 'app.sqlite3'}"
+    engine = create_engine(url)
     backend = open_backend(engine, timeout=60, instance_path=".")
     assert "polling bus" in backend.describe()
     assert backend.bus is not None
+    other_engine = create_engine(url)  # another process's, as it were
+    other = open_backend(other_engine, timeout=60, instance_path=".")
+    assert other.bus is not None
     with backend.bus.subscribe(["p"]) as subscription:
         backend.bus.publish("p", {"n": 1})
         assert subscription.get(5) == ("p", {"n": 1})
-    backend.close()
+        other.bus.publish("p", {"n": 2})
+        assert subscription.get(5) == ("p", {"n": 2})
+    left_open = backend.bus.subscribe(["p"])
+    other.close()
+    backend.close()  # its poller stops: what was still subscribed hears so, and polls no disposed engine
+    with pytest.raises(BackendUnavailable, match="closed"):
+        left_open.get(1)
+    with pytest.raises(BackendUnavailable, match="closed"):
+        backend.bus.subscribe(["p"])
+    other_engine.dispose()
     engine.dispose()
 
 
-def test_sql_ids_postgresql_cannot_store_read_as_unknown_not_as_a_fault(url: str) -> None:
+def test_sql_ids_postgresql_cannot_store_read_as_unknown_not_as_a_fault(any_url: str) -> None:
     """A client's made-up session or task id with a NUL in it (JSON can carry one) is
     simply unknown: PostgreSQL text cannot hold it, and the query must not fail with 503."""
-    backend = _open(url)
+    backend = _open(any_url)
     assert backend.tasks is not None and backend.events is not None
     assert backend.sessions.get("abc\x00def") is None
     assert backend.sessions.touch("abc\x00def") is False

@@ -1,7 +1,9 @@
 """One contract for the task store of every backend that keeps tasks (memory,
-SQLite, Redis): records read back whole, updates are atomic against other
-threads and processes, and a record is gone once its TTL has passed.
-Everything is real: SQLite files, the Redis server on 127.0.0.1:6379."""
+SQLite, Redis, SQL on PostgreSQL and MariaDB): records read back whole,
+updates are atomic against other threads and processes, and a record is
+gone once its TTL has passed.
+Everything is real: SQLite files, the Redis server on 127.0.0.1:6379, the
+tests' own PostgreSQL and MariaDB servers."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 import redis
 from cachelib import SimpleCache
 from conftest import REDIS_URL, FakeClock, shared_redis
+from mariadb_server import contract_database as mariadb_database
 from postgres_server import contract_database, empty_sql_tables
 from redis_server import shared_cluster
 
@@ -43,16 +46,16 @@ class Case:
     redis_client: redis.Redis | None = None
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel", "postgresql"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel", "postgresql", "mariadb"])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     clock = FakeClock()
-    if request.param == "postgresql":  # the session's cluster (tests/postgres_server.py), tables emptied
-        url = contract_database()
+    if request.param in ("postgresql", "mariadb"):  # the session's server (tests/*_server.py), tables emptied
+        url = contract_database() if request.param == "postgresql" else mariadb_database()
         sql = SqlDatabase.from_url(url)
         empty_sql_tables(sql)
         setup = f"from flask_mcp.backends.sql import SqlTaskStore\nstore = SqlTaskStore({url!r})\n"
         try:
-            yield Case("postgresql", SqlTaskStore(sql, clock=clock), clock, setup)
+            yield Case(request.param, SqlTaskStore(sql, clock=clock), clock, setup)
         finally:
             sql.close()
     elif request.param == "memory":
@@ -182,7 +185,8 @@ def test_concurrent_updates_from_threads_are_all_applied(case: Case) -> None:
 
 
 # memory:// lives in one process
-@pytest.mark.parametrize("case", ["sqlite", "redis", "redis-cluster", "redis-sentinel", "postgresql"], indirect=True)
+@pytest.mark.parametrize("case", ["sqlite", "redis", "redis-cluster", "redis-sentinel", "postgresql", "mariadb"],
+                         indirect=True)
 def test_updates_from_another_process_interleave_without_losing_any(case: Case) -> None:
     assert case.child_setup is not None
     record = full_record()
@@ -200,7 +204,8 @@ def test_updates_from_another_process_interleave_without_losing_any(case: Case) 
     assert stored is not None and len(stored.asked) == 60
 
 
-@pytest.mark.parametrize("case", ["memory", "sqlite", "postgresql"], indirect=True)  # Redis: its own clock, next test
+# Redis: its own clock, next test
+@pytest.mark.parametrize("case", ["memory", "sqlite", "postgresql", "mariadb"], indirect=True)
 def test_a_record_is_gone_once_its_ttl_has_passed(case: Case) -> None:
     assert case.clock is not None
     record = full_record(ttl_ms=10_000)

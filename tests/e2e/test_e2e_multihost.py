@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import requests
 from conftest import JSON_HEADERS, ROOT, free_port, validate_message
+from mariadb_server import MariaDBServer
 from postgres_server import PostgresCluster
 from redis_server import DataNode, RedisClusterNodes, SentinelDeployment
 from test_e2e_streaming import (
@@ -112,7 +113,7 @@ def start_host(name: str, address: str, redis_url: str, folder: Path) -> Host:
 @dataclass
 class Deployment:
     #: url(), crash(lose_data=...), recover(), stop(): tests/redis_server.py.
-    redis: DataNode | SentinelDeployment | ClusterSide | PostgresCluster
+    redis: DataNode | SentinelDeployment | ClusterSide | PostgresCluster | MariaDBServer
     a: Host
     b: Host
     folder: Path
@@ -140,14 +141,20 @@ class ClusterSide:
         self.nodes.remove()
 
 
-def start_redis(topology: str, folder: Path) -> DataNode | SentinelDeployment | ClusterSide | PostgresCluster:
+def start_redis(
+    topology: str, folder: Path
+) -> DataNode | SentinelDeployment | ClusterSide | PostgresCluster | MariaDBServer:
     """The Redis side, persistent (``appendfsync always``): a crash loses
     nothing unless the test deletes its files. ``pgsql``: a PostgreSQL
     cluster of the module's own in Redis's place (the SQL backend, its
-    LISTEN/NOTIFY bus): a crash of its processes loses nothing either."""
-    redis_side: DataNode | SentinelDeployment | ClusterSide | PostgresCluster
+    LISTEN/NOTIFY bus): a crash of its processes loses nothing either.
+    ``mariadb``: a MariaDB server of the module's own (the SQL backend
+    through PyMySQL, its polling bus); a crash of its process loses no commit."""
+    redis_side: DataNode | SentinelDeployment | ClusterSide | PostgresCluster | MariaDBServer
     if topology == "pgsql":
         return PostgresCluster().start()
+    if topology == "mariadb":
+        return MariaDBServer().start()
     if topology == "single":
         redis_side = DataNode(folder, persistent=True)
     elif topology == "sentinel":
@@ -159,8 +166,9 @@ def start_redis(topology: str, folder: Path) -> DataNode | SentinelDeployment | 
 
 
 #: One redis-server; Sentinel (a primary, a replica, a sentinel); a three-primary Cluster;
-#: PostgreSQL (``postgresql://``, tests/postgres_server.py).
-TOPOLOGIES = ["single", "sentinel", "cluster", "pgsql"]
+#: PostgreSQL (``postgresql://``, tests/postgres_server.py); MariaDB (``mysql+pymysql://``,
+#: tests/mariadb_server.py).
+TOPOLOGIES = ["single", "sentinel", "cluster", "pgsql", "mariadb"]
 
 
 @pytest.fixture(scope="module", params=TOPOLOGIES)

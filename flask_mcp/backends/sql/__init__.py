@@ -1,11 +1,11 @@
 """Sessions, messages, stream events and tasks in the app's own SQL database,
 through SQLAlchemy Core (the engine and pool the app already has, or one made
-from a ``postgresql://`` URL). On PostgreSQL the message bus is LISTEN/NOTIFY
+from a ``postgresql://`` or ``mysql://`` URL). On PostgreSQL the message bus is LISTEN/NOTIFY
 (``notify_bus.py``); on other databases it polls a table (``polling_bus.py``).
 The tables are ``tables.py``'s :data:`metadata`, for the app's migrations.
 
 Imports ``contracts`` (and the memory backend's subscription queue) only,
-like every backend; SQLAlchemy and psycopg are the ``sql`` extra."""
+like every backend; SQLAlchemy and psycopg are the ``sql`` extra, PyMySQL the ``mysql`` one."""
 
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ __all__ = [
 
 
 def open_uri(uri: str, options: BackendOptions) -> Backend:
-    """``postgresql://...`` (and ``postgresql+psycopg://``, ``postgres://``):
-    an engine of flask-mcp's own, connecting to nothing until first used."""
+    """``postgresql://...`` (and ``postgresql+psycopg://``, ``postgres://``),
+    ``mysql://...`` or ``mariadb://...`` (PyMySQL): an engine of flask-mcp's
+    own, connecting to nothing until first used."""
     return backend_on(SqlDatabase.from_url(uri, io_timeout=options.io_timeout), options)
 
 
@@ -62,8 +63,7 @@ def backend_on(database: SqlDatabase, options: BackendOptions) -> Backend:
         description = f"SQL {database.describe()} (polling bus)"
 
     def close() -> None:
-        if isinstance(bus, PostgresMessageBus):
-            bus.close()
+        bus.close()
         database.close()
 
     return Backend(

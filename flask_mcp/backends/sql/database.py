@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,15 +27,39 @@ _T = TypeVar("_T")
 #: The advisory lock PostgreSQL creators of the tables queue on (any
 #: constant both sides agree on: a CRC of the name).
 _CREATE_LOCK = zlib.crc32(b"flask-mcp:create-tables")
+#: MySQL's and MariaDB's ER_LOCK_DEADLOCK (InnoDB rolled the transaction back).
+_MYSQL_DEADLOCK = 1213
 
 
 def engine_url(uri: str) -> URL:
     """The SQLAlchemy URL of an ``MCP_BACKEND`` string: ``postgresql://`` and
-    ``postgres://`` mean psycopg 3 (SQLAlchemy's own default is psycopg2)."""
+    ``postgres://`` mean psycopg 3 (SQLAlchemy's own default is psycopg2),
+    ``mysql://`` and ``mariadb://`` PyMySQL (its default is mysqlclient, a C
+    extension; the ``mysql`` extra installs PyMySQL)."""
     url = make_url(uri)
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
+    elif url.drivername in ("mysql", "mariadb"):
+        url = url.set(drivername=f"{url.drivername}+pymysql")
     return url
+
+
+def _rolled_back(exc: DBAPIError) -> bool:
+    """Whether the database rolled the whole transaction back to break a
+    deadlock (or a serialization failure): nothing of it took effect."""
+    original = exc.orig
+    if getattr(original, "sqlstate", None) in ("40001", "40P01"):  # psycopg
+        return True
+    arguments: tuple[object, ...] = getattr(original, "args", ())
+    return isinstance(exc, OperationalError) and bool(arguments) and arguments[0] == _MYSQL_DEADLOCK
+
+
+class _NotReached(Exception):
+    """No connection could be made (:meth:`SqlDatabase._connect`)."""
+
+    def __init__(self, error: SQLAlchemyError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class SqlDatabase:
@@ -41,11 +67,16 @@ class SqlDatabase:
     engine was made here (from a URL) and :meth:`close` disposes of it; an
     engine the app handed in is the app's to close."""
 
+    #: Runs of a transaction chosen as a deadlock's victim, the first included.
+    DEADLOCK_ATTEMPTS = 5
+
     def __init__(self, engine: Engine, *, owned: bool, io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
         self.engine = engine
         self.owned = owned
         self.io_timeout = io_timeout
         self.dialect = engine.dialect.name
+        #: Whether ``autocommit=True`` is honoured (see :meth:`run`).
+        self._autocommit = self.dialect not in ("mysql", "mariadb")
         self._ready = False
         self._ready_lock = threading.Lock()
         self._pid = os.getpid()
@@ -62,6 +93,17 @@ class SqlDatabase:
             options["connect_args"] = {
                 "connect_timeout": max(2, math.ceil(io_timeout)),
                 "options": f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}",
+            }
+        elif url.get_backend_name() in ("mysql", "mariadb"):
+            # PyMySQL bounds connecting, and each read and write of the socket;
+            # a row lock is waited for whole seconds (InnoDB's default is 50).
+            # READ COMMITTED: InnoDB takes no gap locks (REPEATABLE READ's
+            # ``DELETE`` of a missing row then ``INSERT`` deadlocks two writers).
+            seconds = max(1, math.ceil(io_timeout))
+            options["isolation_level"] = "READ COMMITTED"
+            options["connect_args"] = {
+                "connect_timeout": seconds, "read_timeout": io_timeout, "write_timeout": io_timeout,
+                "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}",
             }
         try:
             engine = create_engine(url, **options)
@@ -80,23 +122,45 @@ class SqlDatabase:
         """``operation(connection)`` in one transaction on a pooled connection,
         committed when it returns; a driver fault becomes :class:`BackendUnavailable`.
         ``autocommit``: each statement commits on its own (no ``BEGIN`` and
-        ``COMMIT`` round trips: a read of one row is one round trip)."""
+        ``COMMIT`` round trips: a read of one row is one round trip), where
+        the driver switches without a round trip (not MySQL's: there a
+        switch and its reset would cost two, and the switch's own failure
+        would escape SQLAlchemy's error handling). A
+        transaction the database chose as a deadlock's victim was rolled back
+        whole, so it runs again (a few times, after a random pause)."""
         self._after_fork()
         try:
             if not self._ready:
                 self.prepare()
-            if autocommit:
-                with self.engine.connect() as connection:
-                    connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-                    return operation(connection)
-            with self.engine.begin() as connection:
-                return operation(connection)
+            for attempt in range(1, self.DEADLOCK_ATTEMPTS + 1):
+                try:
+                    with self._connect() as connection:
+                        if autocommit and self._autocommit:
+                            return operation(connection.execution_options(isolation_level="AUTOCOMMIT"))
+                        with connection.begin():
+                            return operation(connection)
+                except DBAPIError as exc:
+                    if attempt == self.DEADLOCK_ATTEMPTS or not _rolled_back(exc):
+                        raise
+                    time.sleep(random.uniform(0, 0.005 * attempt))  # the other writers go first
+            raise AssertionError("unreachable")
+        except _NotReached as exc:  # retried() does not try again at once: see _connect
+            raise self._fault(exc.error) from exc
         except SQLAlchemyError as exc:
             if not (isinstance(exc, DBAPIError) and exc.connection_invalidated):
                 # Perhaps our tables are gone (a database restored or made
                 # anew): the next call looks again, and makes what is missing.
                 self._ready = False
             raise self._fault(exc) from exc
+
+    def _connect(self) -> Connection:
+        """A pooled connection; :class:`_NotReached` if a new one could not be
+        made (the server is down or refuses us: trying again at once would
+        only fail again, each time costing the driver a connection attempt)."""
+        try:
+            return self.engine.connect()
+        except SQLAlchemyError as exc:
+            raise _NotReached(exc) from exc
 
     def retried(self, operation: Callable[[Connection], _T], *, autocommit: bool = False) -> _T:
         """:meth:`run`, once more after a lost connection (a server restart
@@ -121,16 +185,17 @@ class SqlDatabase:
         with self._ready_lock:
             if self._ready:
                 return
-            try:
-                with self.engine.begin() as connection:
+            with self._connect() as connection:
+                try:
+                    with connection.begin():
+                        if self.postgresql:
+                            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
+                        metadata.create_all(connection, checkfirst=True)
+                except SQLAlchemyError:
                     if self.postgresql:
-                        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
-                    metadata.create_all(connection, checkfirst=True)
-            except SQLAlchemyError:
-                if self.postgresql:
-                    raise
-                with self.engine.begin() as connection:
-                    metadata.create_all(connection, checkfirst=True)
+                        raise
+                    with connection.begin():
+                        metadata.create_all(connection, checkfirst=True)
             self._ready = True
 
     def listening_connection(self) -> Any:

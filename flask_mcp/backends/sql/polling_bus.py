@@ -46,8 +46,11 @@ class _Poller:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._failing = False
+        self.closed = False
 
     def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
+        if self.closed:
+            raise BackendUnavailable("the SQL message bus is closed")
         subscription = MemorySubscription(self, channels)
         latest = self._bus.database.run(lambda c: int(c.execute(select(func.coalesce(func.max(_ID), 0))).scalar_one()))
         with self._lock:
@@ -64,6 +67,15 @@ class _Poller:
     def unsubscribe(self, subscription: MemorySubscription) -> None:
         with self._lock:
             self._subscriptions.pop(subscription, None)
+
+    def close(self) -> None:
+        """End every subscription (their readers see the bus unavailable) and
+        refuse new ones; the thread stops at its next look, finding none."""
+        with self._lock:
+            self.closed = True
+            subscriptions, self._subscriptions = list(self._subscriptions), {}
+        for subscription in subscriptions:
+            subscription.fail("the SQL message bus is closed")
 
     def _fetch(self, low: int) -> list[tuple[int, str, str]]:
         query = select(_ID, _CHANNEL, _PAYLOAD).where(_ID > low).order_by(_ID).limit(1000)
@@ -135,3 +147,7 @@ class PollingMessageBus:
 
     def subscribe(self, channels: Sequence[str]) -> MemorySubscription:
         return self._poller.subscribe(channels)
+
+    def close(self) -> None:
+        """Stop polling (``Backend.close``): open subscriptions, and new ones, report the bus unavailable."""
+        self._poller.close()
