@@ -25,7 +25,7 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from mariadb_server import MariaDBServer, shared_mariadb
 from postgres_server import PostgresCluster, shared_postgres
-from sqlalchemy import create_engine, event, inspect
+from sqlalchemy import create_engine, event, inspect, text
 
 from flask_mcp import MCP
 from flask_mcp.backends import open_backend
@@ -335,6 +335,29 @@ def test_sql_mariadb_gone_mid_session_is_unavailable_and_served_again_once_back(
         backend.close()
     finally:
         server.stop()
+
+
+def test_sql_mariadb_url_engine_returns_connections_without_a_rollback() -> None:
+    """Every call ends its own transaction, so the pool of an engine made from
+    a URL sends no ROLLBACK when a connection comes back: PyMySQL sent one per
+    call (a round trip), and when the server died in between SQLAlchemy logged
+    it with a traceback (the two-host restart test caught one)."""
+    backend = open_backend(shared_mariadb().create_database("reset"), timeout=60, instance_path=".")
+    try:
+        assert isinstance(backend.sessions, SqlSessionStore)
+        database = backend.sessions.database
+
+        def rollbacks() -> int:  # on this connection: one thread, one pooled connection
+            status = database.run(lambda connection: connection.execute(
+                text("SHOW SESSION STATUS LIKE 'Com_rollback'")).one())
+            return int(status[1])
+
+        before = rollbacks()
+        for _ in range(5):
+            assert database.run(lambda connection: connection.execute(text("SELECT 1")).scalar()) == 1
+        assert rollbacks() == before
+    finally:
+        backend.close()
 
 
 @pytest.mark.parametrize("database", ["sqlite", "mariadb"])

@@ -101,6 +101,11 @@ class SqlDatabase:
             # ``DELETE`` of a missing row then ``INSERT`` deadlocks two writers).
             seconds = max(1, math.ceil(io_timeout))
             options["isolation_level"] = "READ COMMITTED"
+            # Every use ends its own transaction (run()), and PyMySQL sends the
+            # pool's rollback-on-return even with none open: a round trip per
+            # call for nothing, and when the server died in between, a
+            # traceback in the log ("Exception during reset").
+            options["pool_reset_on_return"] = None
             options["connect_args"] = {
                 "connect_timeout": seconds, "read_timeout": io_timeout, "write_timeout": io_timeout,
                 "init_command": f"SET SESSION innodb_lock_wait_timeout = {seconds}",
