@@ -1044,7 +1044,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=THREADS,
                    help=f"threads of each gthread worker (default {THREADS}, the README's production setting)")
     p.add_argument("--keepalive", type=int, default=KEEPALIVE,
-                   help=f"gunicorn --keep-alive of the gthread servers (default {KEEPALIVE}, as flask_mcp.gunicorn_conf)")
+                   help=f"gunicorn --keep-alive of the gthread servers (default {KEEPALIVE}, "
+                        "as flask_mcp.gunicorn_conf)")
     p.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
     named_only = ", ".join(s.key for s in SERVERS if s.on_request)
     p.add_argument("--servers", help="comma-separated substrings of server names (the floor always runs; "
@@ -1118,7 +1119,8 @@ def main(argv: list[str]) -> int:
     by_conns = render_ratio_table(result["cells"])
     if by_conns:
         result["ratio_table_markdown"] = by_conns
-        print(f"\nx floor by connections (gthread: {args.threads} threads, keep-alive {args.keepalive} s):\n" + by_conns)
+        print(f"\nx floor by connections (gthread: {args.threads} threads, keep-alive {args.keepalive} s):\n"
+              + by_conns)
     flagged = [c for c in result["cells"] if c.get("failure") or any((c.get("errors") or {}).values())]
     if flagged:
         print(f"\n!! {len(flagged)} row(s) had errors or failed: see the errors column")
