@@ -7,6 +7,7 @@ one request per connection over loopback by a Python client.
     bench/.venv/bin/python bench/instructions.py call-2026 initialize --requests 300
     bench/.venv/bin/python bench/instructions.py --backend redis call-legacy
     bench/.venv/bin/python bench/instructions.py --backend postgresql call-legacy initialize
+    bench/.venv/bin/python bench/instructions.py call-2026 --threads 4 --connections 8,64 --requests 512
 
 Wall-clock figures move with whatever else the machine runs; instruction
 counts do not (to within a fraction of a percent), so this is the way to A/B a
@@ -16,6 +17,11 @@ floor is instructions(floor) / instructions(workload), which is what the wrk
 ratio comes to when the server core is the bottleneck and kernel time is equal
 (it is a little above it: both pay the same socket work, which callgrind does
 not count). ``--keep`` leaves the callgrind files for ``callgrind_annotate``.
+
+With ``--threads N`` the worker is gunicorn's gthread one (``--threads N``, a
+long keep-alive), fed by ``--connections`` keep-alive connections at once (one
+client thread each, ``--requests`` spread over them): what a request costs as
+concurrency grows, where the wall clock on a shared machine cannot tell.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,12 +54,15 @@ class CallgrindWorker:
     """gunicorn -w 1 -k sync under callgrind; the worker's counters are zeroed
     and dumped with ``callgrind_control`` around each measured batch."""
 
-    def __init__(self, app: str, env: dict[str, str], out_dir: Path) -> None:
+    def __init__(self, app: str, env: dict[str, str], out_dir: Path, threads: int | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.out_dir = out_dir
+        # gthread: a keep-alive long enough for the pauses valgrind and callgrind_control make
+        worker = ["-k", "sync"] if threads is None else ["-k", "gthread", "--threads", str(threads),
+                                                         "--keep-alive", "120"]
         cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out_dir}/cg.%p",
-               str(VBIN / "python"), str(VBIN / "gunicorn"), "-w", "1", "-k", "sync",
+               str(VBIN / "python"), str(VBIN / "gunicorn"), "-w", "1", *worker,
                "-b", f"127.0.0.1:{self.port}", "--no-control-socket", "--log-level", "warning",
                "--timeout", "600", "--chdir", str(ROOT), app]
         full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0",
@@ -128,20 +138,60 @@ def sender(port: int, body: bytes, headers: dict[str, str]) -> Any:
     return send
 
 
+def concurrent_sender(port: int, body: bytes, headers: dict[str, str], connections: int, count: int) -> Any:
+    """``connections`` keep-alive connections at once, ``count`` POSTs in all
+    (rounded down to a multiple of ``connections``), as wrk drives a gthread worker."""
+    per_connection = max(1, count // connections)
+
+    def client(failures: list[str]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        try:
+            for _ in range(per_connection):
+                conn.request("POST", "/mcp", body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+                if response.status != 200 or b'"result"' not in data:
+                    failures.append(f"HTTP {response.status}: {data[:300]!r}")
+                    return
+        finally:
+            conn.close()
+
+    def send() -> None:
+        failures: list[str] = []
+        clients = [threading.Thread(target=client, args=(failures,)) for _ in range(connections)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join()
+        if failures:
+            raise RuntimeError(failures[0])
+
+    return send, per_connection * connections
+
+
 def measure(app: str, env: dict[str, str], workloads: list[str], count: int, warmup: int, out_dir: Path,
-            ) -> dict[str, float]:
-    worker = CallgrindWorker(app, env, out_dir)
+            threads: int | None = None, connections: list[int] | None = None) -> dict[str, float]:
+    worker = CallgrindWorker(app, env, out_dir, threads)
     try:
         figures = {}
         for key in workloads:
             workload = WORKLOADS[key]
             session_id = open_session(worker.url) if workload.wire == "session" else None
             body = json.dumps(workload.body(), separators=(",", ":")).encode()
-            send = sender(worker.port, body, workload.headers(session_id))
-            for _ in range(warmup):
-                send()
-            figures[key] = worker.measure(send, count) / count
-            print(f"  {key:<12} {figures[key]:>12,.0f} instructions/request", flush=True)
+            headers = workload.headers(session_id)
+            if threads is None:
+                send = sender(worker.port, body, headers)
+                for _ in range(warmup):
+                    send()
+                figures[key] = worker.measure(send, count) / count
+                print(f"  {key:<12} {figures[key]:>12,.0f} instructions/request", flush=True)
+                continue
+            for conns in connections or [8]:
+                send, sent = concurrent_sender(worker.port, body, headers, conns, count)
+                concurrent_sender(worker.port, body, headers, conns, conns * 2)[0]()  # warm-up, every connection
+                label = f"{key} c={conns}"
+                figures[label] = worker.measure(send, 1) / sent  # one batch of `sent` requests
+                print(f"  {label:<16} {figures[label]:>12,.0f} instructions/request", flush=True)
         return figures
     finally:
         worker.stop()
@@ -154,7 +204,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--backend", choices=["sqlite", "redis", "postgresql", "memory"], default="sqlite")
     parser.add_argument("--keep", action="store_true", help="keep the callgrind files (the path is printed)")
+    parser.add_argument("--threads", type=int, help="a gthread worker of this many threads (default: sync)")
+    parser.add_argument("--connections", default="8,64",
+                        help="with --threads: keep-alive connections at once, per measurement (default 8,64)")
     args = parser.parse_args(argv)
+    conns = [int(c) for c in args.connections.split(",") if c.strip()]
     unknown = [w for w in args.workloads if w not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workloads: {unknown}")
@@ -171,17 +225,20 @@ def main(argv: list[str]) -> int:
     redis_keys = RedisKeys(backend) if args.backend == "redis" else None  # the sessions made here, deleted after
     try:
         print(f"floor ({FLOOR_APP})", flush=True)
-        floor = measure(FLOOR_APP, {}, ["call-2026"], args.requests, args.warmup, out_dir)["call-2026"]
+        floors = measure(FLOOR_APP, {}, ["call-2026"], args.requests, args.warmup, out_dir, args.threads, conns)
         print(f"flask-mcp ({MCP_APP}, {args.backend})", flush=True)
-        ours = measure(MCP_APP, {"FLASK_MCP_BACKEND": backend}, args.workloads, args.requests, args.warmup, out_dir)
+        ours = measure(MCP_APP, {"FLASK_MCP_BACKEND": backend}, args.workloads, args.requests, args.warmup, out_dir,
+                       args.threads, conns)
     finally:
         if redis_keys is not None:
             print(f"(removed the {redis_keys.cleanup()} Redis session keys this run created in db 14)", flush=True)
         if postgres is not None:
             postgres.stop()
     print("\n| workload | instructions/request | above the floor | floor / workload |\n|---|--:|--:|--:|")
-    print(f"| floor | {floor:,.0f} | | 1.00 |")
+    for key, value in floors.items():
+        print(f"| floor{key.removeprefix('call-2026')} | {value:,.0f} | | 1.00 |")
     for key, value in ours.items():
+        floor = floors.get("call-2026" + key[len(key.split(" ")[0]):], next(iter(floors.values())))
         print(f"| {key} | {value:,.0f} | {value - floor:,.0f} | {floor / value:.2f} |")
     if args.keep:
         print(f"\ncallgrind files: {out_dir}")

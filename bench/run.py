@@ -79,6 +79,11 @@ PINS = [
 DISTURBED_PCT = 20
 SERVER_CORE = "1"
 CLIENT_CORE = "0"
+#: Where a server of several workers runs (one per core), and its wrk with it.
+BOTH_CORES = f"{CLIENT_CORE},{SERVER_CORE}"
+#: The gthread worker as the README's production setting runs it (``--threads``, ``--keepalive``).
+THREADS = 4
+KEEPALIVE = 5
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 #: The Redis the Redis rows use (``--redis-url``), without its database number (``--redis-db``).
@@ -191,6 +196,23 @@ class ServerSpec:
     optional: bool = False  # skipped by --quick
     on_request: bool = False  # run only when --servers names it in full
     note: str = ""
+    workers: int = 1  # gunicorn -w; one worker runs on SERVER_CORE, several on BOTH_CORES (wrk with them)
+
+    @property
+    def layout(self) -> str:
+        """What a server is paired with its floor by: the worker class, and the worker count when above 1."""
+        kind = self.worker_class if self.kind == "gunicorn" else "sync"
+        return kind if self.workers == 1 else f"{kind}-w{self.workers}"
+
+    @property
+    def cores(self) -> str:
+        """The cores the server is pinned to (``taskset -c``)."""
+        return SERVER_CORE if self.workers == 1 else BOTH_CORES
+
+    @property
+    def client_cores(self) -> str:
+        """The cores its wrk is pinned to: the other one, or both with a server on both."""
+        return CLIENT_CORE if self.workers == 1 else BOTH_CORES
 
 
 SERVERS = [
@@ -198,6 +220,8 @@ SERVERS = [
                note="bare Flask, fixed JSON-RPC answer"),
     ServerSpec("floor/gthread", "gunicorn", "bench.apps.floor_app:app", ("call-2026",), worker_class="gthread",
                role="floor", optional=True, note="bare Flask, fixed JSON-RPC answer"),
+    ServerSpec("floor/gthread-w2", "gunicorn", "bench.apps.floor_app:app", ("call-2026",), worker_class="gthread",
+               role="floor", optional=True, workers=2, note="bare Flask, fixed JSON-RPC answer; 2 workers on 2 cores"),
     ServerSpec("flask-mcp/sync/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-2026", "call-legacy", "list-2026", "list-legacy", "discover", "initialize"),
                backend="sqlite", note="MCP_BACKEND sqlite (the default store, file in a temp dir)"),
@@ -220,10 +244,13 @@ SERVERS = [
                note="the floor plus one Redis SET on a plain socket: the ceiling for one confirmed write"),
     ServerSpec("flask-mcp/gthread/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-2026", "call-legacy"), worker_class="gthread", backend="sqlite", optional=True,
-               note="gthread, 8 threads"),
+               note="gthread (--threads, default 4; --keepalive, default 5)"),
+    ServerSpec("flask-mcp/gthread-w2/sqlite", "gunicorn", "bench.apps.flask_mcp_app:app",
+               ("call-2026", "call-legacy"), worker_class="gthread", backend="sqlite", optional=True, workers=2,
+               note="2 gthread workers on 2 cores, wrk on the same 2 cores"),
     ServerSpec("flask-mcp/gthread/redis", "gunicorn", "bench.apps.flask_mcp_app:app",
                ("call-legacy", "initialize"), worker_class="gthread", backend="redis", optional=True,
-               on_request=True, note="gthread, 8 threads; MCP_BACKEND redis://127.0.0.1:6379/<db>"),
+               on_request=True, note="gthread; MCP_BACKEND redis://127.0.0.1:6379/<db>"),
     ServerSpec("sdk/stateless-json", "uvicorn", "bench.apps.sdk_app:app",
                ("call-2026", "list-2026", "discover", "call-nosession", "list-nosession", "initialize"),
                env={"BENCH_SDK_MODE": "json"}, role="sdk",
@@ -290,14 +317,17 @@ def alive(pid: int) -> bool:
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def core_ticks(core: str) -> tuple[int, int]:
-    """(busy, steal) clock ticks of one core since boot, from /proc/stat."""
+def core_ticks(cores: str) -> tuple[int, int]:
+    """(busy, steal) clock ticks since boot of the comma-separated ``cores``, from /proc/stat."""
+    wanted = {f"cpu{core} " for core in cores.split(",")}
+    busy = steal = 0
     for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith(f"cpu{core} "):
+        if line[:line.find(" ") + 1] in wanted:
             f = [int(x) for x in line.split()[1:]]
-            user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
-            return user + nice + system + irq + softirq, steal
-    return 0, 0
+            user, nice, system, _idle, _iowait, irq, softirq, stolen = f[:8]
+            busy += user + nice + system + irq + softirq
+            steal += stolen
+    return busy, steal
 
 
 def process_ticks(pids: list[int]) -> int:
@@ -312,18 +342,21 @@ def process_ticks(pids: list[int]) -> int:
 
 
 class CoreMeter:
-    """How busy the server core was during a measurement, and how much of that
-    was not the server: other processes on this machine disturb the figures."""
+    """How busy the server's cores were during a measurement, and how much of that
+    was not the server: other processes on this machine disturb the figures
+    (and, on a server of several workers, wrk shares its cores). Percentages
+    are of one core: two busy cores make 200."""
 
-    def __init__(self, pids: list[int]) -> None:
+    def __init__(self, pids: list[int], cores: str = SERVER_CORE) -> None:
         self.pids = pids
+        self.cores = cores
         self.t0 = time.monotonic()
-        self.core0 = core_ticks(SERVER_CORE)
+        self.core0 = core_ticks(cores)
         self.proc0 = process_ticks(pids)
 
     def read(self) -> dict[str, float]:
         elapsed = (time.monotonic() - self.t0) * TICK
-        busy, steal = core_ticks(SERVER_CORE)
+        busy, steal = core_ticks(self.cores)
         server = process_ticks(self.pids) - self.proc0
         busy -= self.core0[0]
         steal -= self.core0[1]
@@ -335,10 +368,29 @@ class CoreMeter:
         }
 
 
+def server_command(spec: ServerSpec, port: int, log: Path, threads: int = THREADS,
+                   keepalive: int = KEEPALIVE) -> list[str]:
+    """The pinned command line of one server: gunicorn (its workers, and for
+    gthread its threads and keep-alive) or uvicorn."""
+    if spec.kind == "gunicorn":
+        cmd = [str(VBIN / "gunicorn"), "-w", str(spec.workers), "-k", spec.worker_class, "-b", f"127.0.0.1:{port}",
+               "--no-control-socket", "--log-level", "warning", "--error-logfile", str(log),
+               "--graceful-timeout", "5", "--timeout", "60", "--chdir", str(ROOT)]
+        if spec.worker_class == "gthread":
+            cmd += ["--threads", str(threads), "--keep-alive", str(keepalive)]
+        cmd.append(spec.app)
+    else:
+        cmd = [str(VBIN / "python"), "-m", "uvicorn", spec.app, "--host", "127.0.0.1", "--port", str(port),
+               "--no-access-log", "--log-level", "warning", "--loop", "uvloop", "--http", "httptools",
+               "--timeout-graceful-shutdown", "3", "--app-dir", str(ROOT)]
+    return ["taskset", "-c", spec.cores, *cmd]
+
+
 class Server:
     """One running server process (pinned), started and stopped by PID."""
 
-    def __init__(self, spec: ServerSpec, tmp: Path, redis: str, postgres: BenchPostgres | None = None) -> None:
+    def __init__(self, spec: ServerSpec, tmp: Path, redis: str, postgres: BenchPostgres | None = None,
+                 threads: int = THREADS, keepalive: int = KEEPALIVE) -> None:
         self.spec = spec
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -354,22 +406,11 @@ class Server:
         elif spec.backend == "postgresql":
             assert postgres is not None
             env["FLASK_MCP_BACKEND"] = postgres.database()
-        if spec.kind == "gunicorn":
-            cmd = [str(VBIN / "gunicorn"), "-w", "1", "-k", spec.worker_class, "-b", f"127.0.0.1:{self.port}",
-                   "--no-control-socket", "--log-level", "warning", "--error-logfile", str(self.log),
-                   "--graceful-timeout", "5", "--timeout", "60", "--chdir", str(ROOT)]
-            if spec.worker_class == "gthread":
-                cmd += ["--threads", "8"]
-            cmd.append(spec.app)
-        else:
-            cmd = [str(VBIN / "python"), "-m", "uvicorn", spec.app, "--host", "127.0.0.1", "--port", str(self.port),
-                   "--no-access-log", "--log-level", "warning", "--loop", "uvloop", "--http", "httptools",
-                   "--timeout-graceful-shutdown", "3", "--app-dir", str(ROOT)]
-        self.cmd = ["taskset", "-c", SERVER_CORE, *cmd]
+        self.cmd = server_command(spec, self.port, self.log, threads, keepalive)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
-        self.worker_pid: int | None = None
+        self.worker_pids: list[int] = []
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         import requests
@@ -388,20 +429,22 @@ class Server:
                 continue
             if self.spec.kind == "gunicorn":
                 kids = children(self.proc.pid)
-                if not kids:
+                if len(kids) < self.spec.workers:
                     time.sleep(0.1)
                     continue
-                self.worker_pid = kids[0]
+                self.worker_pids = kids
             else:
-                self.worker_pid = self.proc.pid
+                self.worker_pids = [self.proc.pid]
             return
         raise RuntimeError(f"{self.spec.key} did not answer within {timeout:.0f}s:\n{self.log_tail()}")
 
     def pids(self) -> list[int]:
-        return sorted({self.proc.pid, *([self.worker_pid] if self.worker_pid else [])})
+        return sorted({self.proc.pid, *self.worker_pids})
 
     def rss_kb(self) -> int | None:
-        return vm_rss_kb(self.worker_pid) if self.worker_pid else None
+        """The worker's ``VmRSS`` (the largest one's, with several)."""
+        sizes = [kb for kb in map(vm_rss_kb, self.worker_pids) if kb]
+        return max(sizes) if sizes else None
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -410,7 +453,7 @@ class Server:
             return ""
 
     def stop(self) -> None:
-        pids = [self.proc.pid] + ([self.worker_pid] if self.worker_pid and self.worker_pid != self.proc.pid else [])
+        pids = [self.proc.pid] + [pid for pid in self.worker_pids if pid != self.proc.pid]
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGTERM)
@@ -494,13 +537,14 @@ def check_workload(url: str, workload: Workload, session_id: str | None, floor: 
 
 
 def run_wrk(
-    url: str, workload: Workload, connections: int, seconds: int, session_id: str | None, bad_dir: Path | None = None
+    url: str, workload: Workload, connections: int, seconds: int, session_id: str | None, bad_dir: Path | None = None,
+    cores: str = CLIENT_CORE,
 ) -> dict[str, Any]:
     env = {**os.environ, "BENCH_LUA_DIR": str(LUA), "BENCH_SESSION_ID": session_id or "",
            "BENCH_LEGACY_VERSION": LEGACY}
     if bad_dir:
         env["BENCH_BAD_DIR"] = str(bad_dir)
-    cmd = ["taskset", "-c", CLIENT_CORE, "wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s",
+    cmd = ["taskset", "-c", cores, "wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s",
            "--timeout", "10s", "-s", str(LUA / workload.lua), url]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=seconds + 60)
     for line in out.stdout.splitlines():
@@ -556,10 +600,11 @@ class Cell:
 
 def pair_floor(spec: ServerSpec, floors: dict[str, Server]) -> Server | None:
     """The floor a server's measurements are paired with: the same gunicorn
-    worker class when that floor runs, else the sync one (the SDK's uvicorn too)."""
+    worker class and worker count when that floor runs (``ServerSpec.layout``),
+    else the sync one (the SDK's uvicorn too)."""
     if spec.role == "floor":
         return None
-    return floors.get(spec.worker_class if spec.kind == "gunicorn" else "sync") or floors.get("sync")
+    return floors.get(spec.layout) or floors.get("sync")
 
 
 #: wrk's counters that add up over the slices of an interleaved measurement.
@@ -576,18 +621,27 @@ def measure_paired(server: Server, floor: Server, workload: Workload, connection
     slices merged (counts summed, percentiles the median of the slices', core
     figures averaged) with the floor's rate as ``paired_floor_rps``."""
     slices: list[dict[str, Any]] = []
-    floor_requests = floor_us = 0
+    floor_slices: list[dict[str, Any]] = []
     for _ in range(seconds):
-        meter = CoreMeter(server.pids())
-        part = run_wrk(server.url, workload, connections, 1, session_id, server.dir)
+        meter = CoreMeter(server.pids(), server.spec.cores)
+        part = run_wrk(server.url, workload, connections, 1, session_id, server.dir, server.spec.client_cores)
         slices.append(part | meter.read())
-        paired = run_wrk(floor.url, WORKLOADS[FLOOR_WORKLOAD], connections, 1, None)
-        floor_requests += paired["requests"]
-        floor_us += paired["duration_us"]
-    result = merge_slices(slices)
-    result["paired_floor"] = floor.spec.key
-    result["paired_floor_rps"] = floor_requests / (floor_us / 1e6) if floor_us else 0.0
-    return result
+        floor_slices.append(run_wrk(floor.url, WORKLOADS[FLOOR_WORKLOAD], connections, 1, None,
+                                    cores=floor.spec.client_cores))
+    return merge_slices(slices) | paired_floor_figures(floor.spec.key, floor_slices)
+
+
+def paired_floor_figures(floor: str, slices: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a measurement keeps of its floor's interleaved slices: the rate
+    over their summed time, and the median of their p99s (as ``merge_slices``
+    takes the server's), for the p99 against the floor's."""
+    requests = sum(part["requests"] for part in slices)
+    elapsed_us = sum(part["duration_us"] for part in slices)
+    return {
+        "paired_floor": floor,
+        "paired_floor_rps": requests / (elapsed_us / 1e6) if elapsed_us else 0.0,
+        "paired_floor_p99_us": statistics.median(part["p99_us"] for part in slices) if slices else 0.0,
+    }
 
 
 def merge_slices(slices: list[dict[str, Any]]) -> dict[str, Any]:
@@ -620,7 +674,8 @@ def _serve(
     """Start one server, check and measure its workloads; the server is left
     running (``None`` if it did not start). A non-floor server is measured
     interleaved with its floor (``measure_paired``)."""
-    server = Server(spec, tmp, f"{args.redis_url.rstrip('/')}/{args.redis_db}", postgres)
+    server = Server(spec, tmp, f"{args.redis_url.rstrip('/')}/{args.redis_db}", postgres, args.threads,
+                    args.keepalive)
     running.append(server)
     try:
         server.wait_ready()
@@ -647,11 +702,12 @@ def _serve(
                 cell.failure = f"check failed (round {round_no + 1}): {exc}"[:300]
                 cell.failure_log = log
             continue
-        run_wrk(server.url, w, args.conns[0], args.warmup, sid)  # warm-up, discarded
+        # warm-up, discarded: at the most connections measured, so every thread has served
+        run_wrk(server.url, w, max(args.conns), args.warmup, sid, cores=spec.client_cores)
         for c in args.conns:
             if floor is None:
-                meter = CoreMeter(server.pids())
-                result = run_wrk(server.url, w, c, args.duration, sid, server.dir)
+                meter = CoreMeter(server.pids(), spec.cores)
+                result = run_wrk(server.url, w, c, args.duration, sid, server.dir, spec.client_cores)
                 result |= meter.read()
             else:
                 result = measure_paired(server, floor, w, c, args.duration, sid)
@@ -668,7 +724,7 @@ def _serve(
                     flag += f" (first: {result['bad_body_sample'][:120]!r})"
             vs_floor = (f"  x floor {result['rps'] / result['paired_floor_rps']:.2f}"
                         if result.get("paired_floor_rps") else "")
-            print(f"   {spec.key:26} {w.key:15} c={c:<3} {result['rps']:9.1f} req/s  "
+            print(f"   {spec.key:28} {w.key:15} c={c:<3} {result['rps']:9.1f} req/s  "
                   f"p50 {result['p50_us'] / 1000:7.2f} ms  p99 {result['p99_us'] / 1000:7.2f} ms  "
                   f"rss {_mb(result['rss_kb'])}  cpu {result['server_cpu_pct']:3.0f}%  "
                   f"other {result['other_on_core_pct']:3.0f}%{vs_floor}{'  ' + flag if flag else ''}", flush=True)
@@ -676,14 +732,17 @@ def _serve(
 
 
 def chosen_servers(servers: str | None, no_gthread: bool) -> list[ServerSpec]:
-    """The servers a run starts: the floors always; the others whose names
-    contain one of the comma-separated ``servers`` (all when none is given),
-    except the gthread ones with ``no_gthread``, and the ``on_request`` ones
-    unless named in full."""
+    """The servers a run starts: the others whose names contain one of the
+    comma-separated ``servers`` (all when none is given), except the gthread
+    ones with ``no_gthread``, and the ``on_request`` ones unless named in full;
+    then the floors they are paired with (the sync floor always)."""
     wanted = [w.strip() for w in (servers or "").split(",") if w.strip()]
     specs = [s for s in SERVERS if not (s.optional and no_gthread) and (not s.on_request or s.key in wanted)]
     if wanted:
         specs = [s for s in specs if any(w in s.key for w in wanted) or s.role == "floor"]
+    layouts = {s.layout for s in specs if s.role != "floor"}
+    if layouts:  # a floor without a server of its layout would only take time
+        specs = [s for s in specs if s.role != "floor" or s.layout == "sync" or s.layout in layouts]
     return specs
 
 
@@ -748,7 +807,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             for spec, loads in floor_plan:
                 server = _serve(spec, loads, args, cells, tmp, round_no, running, floors)
                 if server is not None:
-                    floors[spec.worker_class] = server
+                    floors[spec.layout] = server
             for spec, loads in order:
                 server = _serve(spec, loads, args, cells, tmp, round_no, running, floors, postgres)
                 if server is not None:
@@ -814,6 +873,11 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
             out["paired_ratio_median"] = statistics.median(pairs)
             out["paired_ratio_min"] = min(pairs)
             out["paired_ratio_max"] = max(pairs)
+        p99s = [r["p99_us"] / r["paired_floor_p99_us"] for r in cell.rounds if r.get("paired_floor_p99_us")]
+        if p99s:
+            # The p99 over the interleaved floor's, per round: the issue's "no p99 above the floor's by more than 50 %"
+            out["paired_p99_ratio_median"] = statistics.median(p99s)
+            out["paired_p99_ratio_max"] = max(p99s)
     return out
 
 
@@ -846,14 +910,45 @@ def ratios(cells: list[dict[str, Any]]) -> None:
         if c.get("paired_ratio_median"):
             out["floor"] = c["paired_ratio_median"]
         else:
-            worker = "gthread" if "/gthread" in c["server"] else "sync"
-            floor = by_key.get((f"floor/{worker}", FLOOR_WORKLOAD, n)) or by_key.get(("floor/sync", FLOOR_WORKLOAD, n))
+            spec = _SPECS.get(c["server"])
+            layout = spec.layout if spec else ("gthread" if "/gthread" in c["server"] else "sync")
+            floor = by_key.get((f"floor/{layout}", FLOOR_WORKLOAD, n)) or by_key.get(("floor/sync", FLOOR_WORKLOAD, n))
             out["floor"] = c["rps_median"] / floor["rps_median"] if floor else None
         for name, (server, wires) in SDK_REFS.items():
             ref = next((by_key[(server, k, n)] for k, v in WORKLOADS.items()
                         if v.op == w.op and v.wire in wires and (server, k, n) in by_key), None)
             out[name] = steady(c) / steady(ref) if ref else None
         c["ratios"] = out
+
+
+_SPECS = {spec.key: spec for spec in SERVERS}
+
+
+def render_ratio_table(cells: list[dict[str, Any]]) -> str:
+    """x floor per connection count, a row per (server, workload), with the
+    p99 over the floor's beside it: how a row holds up as connections grow."""
+    conns = sorted({c["connections"] for c in cells})
+    rows: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for c in cells:
+        if c.get("ratios", {}).get("floor") and not c["server"].startswith("floor/"):
+            rows.setdefault((c["server"], c["workload"]), {})[c["connections"]] = c
+    if not rows:
+        return ""
+    head = " | ".join(f"x floor c={n} | p99/floor c={n}" for n in conns)
+    lines = [f"| server | workload | {head} |", "|---|---|" + "--:|--:|" * len(conns)]
+    for (server, workload), by_conns in rows.items():
+        parts = []
+        for n in conns:
+            c = by_conns.get(n)
+            if c is None:
+                parts += ["-", "-"]
+                continue
+            spread = (f" ({c['paired_ratio_min']:.2f}-{c['paired_ratio_max']:.2f})"
+                      if c.get("paired_ratio_median") and len(c["rounds"]) > 1 else "")
+            parts.append(f"{c['ratios']['floor']:.2f}{spread}")
+            parts.append(f"{c['paired_p99_ratio_median']:.2f}" if c.get("paired_p99_ratio_median") else "-")
+        lines.append(f"| {server} | {workload} | {' | '.join(parts)} |")
+    return "\n".join(lines)
 
 
 def render_table(result: dict[str, Any]) -> str:
@@ -878,7 +973,9 @@ def render_table(result: dict[str, Any]) -> str:
         if errs != "0":
             errs = "**!! " + errs + "**"
         r = c.get("ratios", {})
-        mark = " †" if c["other_on_core_pct_max"] > DISTURBED_PCT else ""
+        spec = _SPECS.get(c["server"])
+        # A server on both cores shares them with its wrk: its "other" is not a disturbance.
+        mark = " †" if c["other_on_core_pct_max"] > DISTURBED_PCT and (spec is None or spec.workers == 1) else ""
 
         def fmt(x: float | None) -> str:
             return f"{x:.2f}" if x else "-"
@@ -943,7 +1040,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--duration", type=int, help="seconds per measurement (default 4; --quick 3)")
     p.add_argument("--warmup", type=int, help="seconds of warm-up per (server, workload) (default 2; --quick 1)")
     p.add_argument("--rounds", type=int, help="rounds, each restarting every server (default 3; --quick 1)")
-    p.add_argument("--connections", default="8,64", help="wrk connection counts (default 8,64)")
+    p.add_argument("--connections", default="1,8,64,256", help="wrk connection counts (default 1,8,64,256)")
+    p.add_argument("--threads", type=int, default=THREADS,
+                   help=f"threads of each gthread worker (default {THREADS}, the README's production setting)")
+    p.add_argument("--keepalive", type=int, default=KEEPALIVE,
+                   help=f"gunicorn --keep-alive of the gthread servers (default {KEEPALIVE}, "
+                        "as flask_mcp.gunicorn_conf)")
     p.add_argument("--only", help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
     named_only = ", ".join(s.key for s in SERVERS if s.on_request)
     p.add_argument("--servers", help="comma-separated substrings of server names (the floor always runs; "
@@ -990,12 +1092,14 @@ def main(argv: list[str]) -> int:
     facts = machine()
     print(f"flask-mcp benchmark: {facts['cores']} cores ({facts['cpu']}), commit {facts['commit']}"
           f"{' + uncommitted flask_mcp changes' if facts['flask_mcp_dirty'] else ''}; "
-          f"servers on core {SERVER_CORE}, wrk on core {CLIENT_CORE}", flush=True)
+          f"servers on core {SERVER_CORE}, wrk on core {CLIENT_CORE} (servers of 2 workers and their wrk on "
+          f"cores {BOTH_CORES})", flush=True)
     result = measure(args)
     ratios(result["cells"])
     result["machine"] = facts | {"loadavg_end": os.getloadavg()}
     result["settings"] = {"rounds": args.rounds, "warmup_s": args.warmup, "duration_s": args.duration,
-                          "connections": args.conns, "quick": args.quick}
+                          "connections": args.conns, "quick": args.quick, "threads": args.threads,
+                          "keepalive": args.keepalive}
 
     if not args.no_sessions:
         print("\n== session stores (bench/sessions.py, pinned to core 1)", flush=True)
@@ -1012,6 +1116,11 @@ def main(argv: list[str]) -> int:
     table = render_table(result)
     result["table_markdown"] = table
     print("\n" + table)
+    by_conns = render_ratio_table(result["cells"])
+    if by_conns:
+        result["ratio_table_markdown"] = by_conns
+        print(f"\nx floor by connections (gthread: {args.threads} threads, keep-alive {args.keepalive} s):\n"
+              + by_conns)
     flagged = [c for c in result["cells"] if c.get("failure") or any((c.get("errors") or {}).values())]
     if flagged:
         print(f"\n!! {len(flagged)} row(s) had errors or failed: see the errors column")

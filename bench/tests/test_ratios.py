@@ -157,3 +157,79 @@ def test_the_redis_rows_use_only_a_loopback_redis(run: Any) -> None:
     assert run.parse_args(["--redis-url", "redis://127.0.0.2:6390"]).redis_url == "redis://127.0.0.2:6390"
     with pytest.raises(SystemExit):
         run.parse_args(["--redis-url", "redis://10.0.0.1:6379"])
+
+
+def test_gthread_servers_run_as_the_production_setting(run: Any, tmp_path: Path) -> None:
+    one = next(s for s in run.SERVERS if s.key == "flask-mcp/gthread/sqlite")
+    cmd = run.server_command(one, 8000, tmp_path / "log")
+    assert cmd[:3] == ["taskset", "-c", run.SERVER_CORE]
+    assert _option(cmd, "-w") == "1" and _option(cmd, "-k") == "gthread"
+    assert (_option(cmd, "--threads"), _option(cmd, "--keep-alive")) == ("4", "5")
+    assert one.client_cores == run.CLIENT_CORE  # wrk on the other core
+    two = next(s for s in run.SERVERS if s.key == "flask-mcp/gthread-w2/sqlite")
+    cmd = run.server_command(two, 8000, tmp_path / "log", threads=8, keepalive=2)
+    assert cmd[:3] == ["taskset", "-c", "0,1"] and _option(cmd, "-w") == "2"
+    assert (_option(cmd, "--threads"), _option(cmd, "--keep-alive")) == ("8", "2")
+    assert two.client_cores == "0,1"  # two workers take both cores: wrk shares them
+    sync = run.server_command(next(s for s in run.SERVERS if s.key == "floor/sync"), 8000, tmp_path / "log")
+    assert "--threads" not in sync and "--keep-alive" not in sync
+    args = run.parse_args([])
+    assert (args.conns, args.threads, args.keepalive) == ([1, 8, 64, 256], 4, 5)
+
+
+def _option(cmd: list[str], name: str) -> str:
+    return cmd[cmd.index(name) + 1]
+
+
+def test_two_workers_are_paired_with_the_floor_of_two_workers(run: Any) -> None:
+    gthread = _Running(_spec(run, "floor/gthread", role="floor", worker_class="gthread"))
+    two = _Running(_spec(run, "floor/gthread-w2", role="floor", worker_class="gthread", workers=2))
+    sync = _Running(_spec(run, "floor/sync", role="floor"))
+    floors = {"sync": sync, "gthread": gthread, "gthread-w2": two}
+    assert run.pair_floor(_spec(run, "flask-mcp/gthread-w2/sqlite", worker_class="gthread", workers=2), floors) is two
+    assert run.pair_floor(_spec(run, "flask-mcp/gthread/sqlite", worker_class="gthread"), floors) is gthread
+    assert {spec.key for spec in run.chosen_servers("gthread-w2", False)} == {
+        "floor/sync", "floor/gthread-w2", "flask-mcp/gthread-w2/sqlite"}
+    # A floor runs only beside a server of its layout (the sync one always).
+    assert "floor/gthread-w2" not in {spec.key for spec in run.chosen_servers("flask-mcp/gthread/sqlite", False)}
+
+
+def test_the_floors_p99_is_kept_beside_its_rate(run: Any) -> None:
+    floor = [_slice(1000, 2000), _slice(1200, 1000), _slice(800, 4000)]
+    figures = run.paired_floor_figures("floor/gthread", floor)
+    assert figures["paired_floor"] == "floor/gthread"
+    assert figures["paired_floor_rps"] == pytest.approx(1000.0)  # 3000 requests in 3 s
+    assert figures["paired_floor_p99_us"] == 6000  # the median slice's p99 (3 x 2000)
+    cell = run.Cell("flask-mcp/gthread/sqlite", "call-2026", 64)
+    for number, (rps, p99, floor_p99) in enumerate([(900, 9000, 6000), (950, 12000, 6000), (800, 6000, 6000)], 1):
+        cell.rounds.append(_slice(rps, 1000) | {"rps": rps, "rss_kb": 1, "round": number, "p99_us": p99,
+                                                 "paired_floor": "floor/gthread", "paired_floor_rps": 1000.0,
+                                                 "paired_floor_p99_us": floor_p99})
+    summary = run.cell_summary(cell)
+    assert summary["paired_p99_ratio_median"] == pytest.approx(1.5)  # of 1.5, 2.0, 1.0
+    assert summary["paired_p99_ratio_max"] == pytest.approx(2.0)
+    assert summary["paired_ratio_median"] == pytest.approx(0.9)
+
+
+def test_the_ratio_table_has_a_column_per_connection_count(run: Any) -> None:
+    cells = []
+    for conns, ratio in ((8, 0.92), (64, 0.8)):
+        cell = run.Cell("flask-mcp/gthread/sqlite", "call-2026", conns)
+        cell.rounds.append(_slice(int(1000 * ratio), 1000) | {
+            "rps": 1000 * ratio, "rss_kb": 1, "round": 1, "paired_floor": "floor/gthread",
+            "paired_floor_rps": 1000.0, "paired_floor_p99_us": 2000})
+        cells.append(dict(run.cell_summary(cell)))
+    floor = run.Cell("floor/gthread", "call-2026", 8)
+    floor.rounds.append(_slice(1000, 1000) | {"rps": 1000.0, "rss_kb": 1, "round": 1})
+    cells.append(dict(run.cell_summary(floor)))
+    run.ratios(cells)
+    table = run.render_ratio_table(cells).splitlines()
+    assert table[0] == "| server | workload | x floor c=8 | p99/floor c=8 | x floor c=64 | p99/floor c=64 |"
+    assert len(table) == 3  # the header, its rule, one row: the floor has none of its own
+    assert table[2] == "| flask-mcp/gthread/sqlite | call-2026 | 0.92 | 1.50 | 0.80 | 1.50 |"
+
+
+def test_core_ticks_add_up_over_the_cores_named(run: Any) -> None:
+    zero, one = run.core_ticks("0"), run.core_ticks("1")  # ("1" reads as none on a machine of one core)
+    both = run.core_ticks("0,1")  # read a moment later: never less, and at most a few ticks more
+    assert zero[0] + one[0] <= both[0] <= zero[0] + one[0] + 100
