@@ -337,6 +337,40 @@ def test_sql_mariadb_gone_mid_session_is_unavailable_and_served_again_once_back(
         server.stop()
 
 
+@pytest.mark.parametrize("database", ["postgresql", "mariadb"])
+def test_sql_workers_creating_the_tables_at_once_all_succeed(database: str) -> None:
+    """Six workers' first requests on an empty database (after a restore, or a
+    crash that lost it), each with an engine of its own: they queue on the
+    database's lock, so none fails on a table another has just made (on
+    MariaDB a worker of the two-host test answered 503 with ``Table
+    'flask_mcp_messages' already exists``)."""
+    server = shared_mariadb() if database == "mariadb" else shared_postgres()
+    for _round in range(3):
+        url = server.create_database("race")
+        workers = [SqlDatabase.from_url(url) for _ in range(6)]
+        barrier = threading.Barrier(len(workers))
+        failures: list[BaseException] = []
+
+        def first_request(worker: SqlDatabase, barrier: threading.Barrier, failures: list[BaseException]) -> None:
+            barrier.wait()
+            try:
+                worker.prepare()
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=first_request, args=(worker, barrier, failures)) for worker in workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        try:
+            assert failures == []
+            assert set(metadata.tables) <= set(inspect(workers[0].engine).get_table_names())
+        finally:
+            for worker in workers:
+                worker.close()
+
+
 def test_sql_mariadb_url_engine_returns_connections_without_a_rollback() -> None:
     """Every call ends its own transaction, so the pool of an engine made from
     a URL sends no ROLLBACK when a connection comes back: PyMySQL sent one per

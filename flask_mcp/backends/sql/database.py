@@ -27,6 +27,10 @@ _T = TypeVar("_T")
 #: The advisory lock PostgreSQL creators of the tables queue on (any
 #: constant both sides agree on: a CRC of the name).
 _CREATE_LOCK = zlib.crc32(b"flask-mcp:create-tables")
+#: MySQL's and MariaDB's named lock for the same (a server-wide name).
+_CREATE_LOCK_NAME = "flask-mcp:create-tables"
+#: How many times a creator without a lock looks for what is missing.
+_CREATE_LOOKS = 5
 #: MySQL's and MariaDB's ER_LOCK_DEADLOCK (InnoDB rolled the transaction back).
 _MYSQL_DEADLOCK = 1213
 
@@ -183,25 +187,42 @@ class SqlDatabase:
         return self.run(operation, autocommit=autocommit)
 
     def prepare(self) -> None:
-        """Create the tables that are missing. On PostgreSQL the creators queue
-        on an advisory lock (two workers' first requests would otherwise both
-        see a table missing and one fail creating it); elsewhere a creator that
-        lost the race finds the tables there on its second look."""
+        """Create the tables that are missing. The creators queue on a lock
+        (two workers' first requests would otherwise both see a table missing
+        and one fail creating it): PostgreSQL's advisory lock, MySQL's named
+        lock (its DDL commits at once, so the lock is the session's, held at
+        most a second: PyMySQL's reads time out soon after). Where a creator
+        still lost the race (no lock, or not got in time) it looks again, a
+        few times: the other may be creating the next table."""
         with self._ready_lock:
             if self._ready:
                 return
             with self._connect() as connection:
-                try:
-                    with connection.begin():
-                        if self.postgresql:
-                            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
-                        metadata.create_all(connection, checkfirst=True)
-                except SQLAlchemyError:
-                    if self.postgresql:
-                        raise
-                    with connection.begin():
-                        metadata.create_all(connection, checkfirst=True)
+                for look in range(1, _CREATE_LOOKS + 1):
+                    try:
+                        with connection.begin():
+                            self._create_tables(connection)
+                        break
+                    except SQLAlchemyError:
+                        if self.postgresql or look == _CREATE_LOOKS or connection.invalidated:
+                            raise
+                        time.sleep(0.05 * look)
             self._ready = True
+
+    def _create_tables(self, connection: Connection) -> None:
+        if self.postgresql:
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
+            metadata.create_all(connection, checkfirst=True)
+            return
+        if self.dialect not in ("mysql", "mariadb"):
+            metadata.create_all(connection, checkfirst=True)
+            return
+        wait = max(0, math.ceil(self.io_timeout) - 1)
+        connection.execute(text("SELECT GET_LOCK(:name, :wait)"), {"name": _CREATE_LOCK_NAME, "wait": wait})
+        try:
+            metadata.create_all(connection, checkfirst=True)
+        finally:
+            connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": _CREATE_LOCK_NAME})
 
     def listening_connection(self) -> Any:
         """A psycopg 3 connection of its own, in autocommit, for LISTEN: one
