@@ -25,14 +25,15 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from mariadb_server import MariaDBServer, shared_mariadb
 from postgres_server import PostgresCluster, shared_postgres
-from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy import Connection, create_engine, event, inspect, select, text
 
 from flask_mcp import MCP
 from flask_mcp.backends import open_backend
 from flask_mcp.backends.contracts import Backend, BackendUnavailable
-from flask_mcp.backends.sql import PostgresMessageBus, SqlDatabase, SqlSessionStore, metadata
+from flask_mcp.backends.sql import PostgresMessageBus, SqlDatabase, SqlEventLog, SqlSessionStore, metadata
 from flask_mcp.backends.sql.notify_bus import listener_name
 from flask_mcp.backends.sql.sessions import stamps_file
+from flask_mcp.backends.sql.tables import stream_events
 from flask_mcp.config import ConfigError
 from flask_mcp.testing import MCPTestClient
 
@@ -369,6 +370,33 @@ def test_sql_workers_creating_the_tables_at_once_all_succeed(database: str) -> N
         finally:
             for worker in workers:
                 worker.close()
+
+
+def test_sql_event_log_forgets_expired_streams_a_batch_at_a_time(
+    any_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer prunes the streams past their retention, and only those, in
+    batches (MySQL refuses the single ``DELETE`` with a subquery of its own
+    table that pruning was)."""
+    now = [1_000.0]
+    log = SqlEventLog(any_url, retention=60, prune_interval=0, clock=lambda: now[0])
+    monkeypatch.setattr(SqlEventLog, "PRUNE_BATCH", 2)
+    try:
+        for old in ("old-1", "old-2", "old-3", "old-4", "old-5"):
+            log.append(old, 0, {"jsonrpc": "2.0", "method": "notifications/message"})
+            log.append(old, 1, {"jsonrpc": "2.0", "method": "notifications/message"})
+        now[0] += 30
+        log.append("recent", 0, {"jsonrpc": "2.0", "method": "notifications/message"})
+        now[0] += 45  # the old streams are 75 s old, the recent one 45 s
+        log.append("new", 0, {"jsonrpc": "2.0", "method": "notifications/message"})
+
+        def streams(connection: Connection) -> set[str]:
+            return set(connection.execute(select(stream_events.c.stream)).scalars())
+
+        assert log.database.run(streams) == {"recent", "new"}
+        assert log.read("recent", 0) == []
+    finally:
+        log.database.close()
 
 
 def test_sql_mariadb_url_engine_returns_connections_without_a_rollback() -> None:

@@ -20,6 +20,9 @@ class SqlEventLog:
     last event (the time its priming row carries; writers prune, at most every
     ``prune_interval``)."""
 
+    #: Streams forgotten per statement (each id is a bound parameter).
+    PRUNE_BATCH = 500
+
     def __init__(
         self,
         database: str | Engine | SqlDatabase,
@@ -50,10 +53,21 @@ class SqlEventLog:
             if seq:  # the whole stream lives as long as its newest event
                 connection.execute(update(table).where(_STREAM == stream, _SEQ == 0).values(created=now))
             if prune:
-                expired = select(_STREAM).where(_SEQ == 0, _CREATED < now - self.retention).scalar_subquery()
-                connection.execute(delete(table).where(_STREAM.in_(expired)))
+                self._prune(connection, now - self.retention)
 
         self.database.retried(append)
+
+    def _prune(self, connection: Connection, before: float) -> None:
+        """Forget the streams whose last event is older than ``before``: their
+        ids first, then their rows, a batch at a time (one ``DELETE`` whose
+        subquery reads the same table is refused by MySQL, error 1093)."""
+        while True:
+            expired = connection.execute(
+                select(_STREAM).where(_SEQ == 0, _CREATED < before).limit(self.PRUNE_BATCH)).scalars().all()
+            if expired:
+                connection.execute(delete(table).where(_STREAM.in_(expired)))
+            if len(expired) < self.PRUNE_BATCH:
+                return
 
     def read(self, stream: str, after: int) -> list[tuple[int, Event]] | None:
         if "\x00" in stream:  # a client's session id: none of ours holds it
