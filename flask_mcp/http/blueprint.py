@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from flask import Blueprint, Request, Response, current_app, request
 from flask.sansio.blueprints import BlueprintSetupState
@@ -331,7 +331,7 @@ def _accepts_stream(req: Request) -> bool:
 def _read_body(req: Request, limit: int) -> bytes:
     """The body, refused with 413 past ``MCP_MAX_CONTENT_LENGTH`` (and past
     Flask's ``MAX_CONTENT_LENGTH``, which ``req.stream`` enforces), read
-    through Werkzeug's stream: a later ``request.get_data()`` finds it consumed,
+    through Werkzeug's stream (:func:`_input_stream`): a later ``request.get_data()`` finds it consumed,
     as after any view, and a chunked body stops at the limit."""
     environ = req.environ
     value = environ.get("CONTENT_LENGTH")
@@ -342,7 +342,7 @@ def _read_body(req: Request, limit: int) -> bytes:
     if length is not None and length > limit:
         raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
     want = limit + 1 if length is None else length
-    stream = req.stream
+    stream = _input_stream(req)
     body = stream.read(want)  # the usual request: all of it at once
     while len(body) < want:  # a raw read may return less than asked before the end
         more = stream.read(want - len(body))
@@ -354,6 +354,21 @@ def _read_body(req: Request, limit: int) -> bytes:
     if len(body) > limit:
         raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
     return body
+
+
+def _input_stream(req: Request) -> IO[bytes]:
+    """``req.stream``, or the same stream without building it: when the server
+    ends the input itself (``wsgi.input_terminated``, which gunicorn sets) and
+    no ``MAX_CONTENT_LENGTH`` applies, Werkzeug's ``get_input_stream`` returns
+    ``environ["wsgi.input"]`` unwrapped (its documented rule), so that object
+    is read directly, without Werkzeug building the same answer (its
+    ``get_input_stream`` and content-length parsing) per POST: ~9 500 of
+    ~1 155 000 instructions per ``tools/call`` under gunicorn (bench/README.md,
+    "issue 35: instructions cut")."""
+    environ = req.environ
+    if "wsgi.input_terminated" in environ and req.max_content_length is None:
+        return cast("IO[bytes]", environ["wsgi.input"])
+    return req.stream
 
 
 def _render(reply: Reply, wants_stream: bool) -> Response:

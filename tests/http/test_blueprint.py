@@ -152,6 +152,60 @@ def test_a_chunked_body_is_read_through_werkzeug() -> None:
     assert response.get_json()["result"]["resultType"] == "complete"
 
 
+TERMINATED = {"wsgi.input_terminated": True}  # what gunicorn sets: the view reads wsgi.input itself
+
+
+def test_a_body_the_server_terminates_is_read_from_wsgi_input(app: Flask) -> None:
+    response = post(app, environ_overrides=TERMINATED)
+    assert response.status_code == 200
+    assert response.get_json()["result"]["resultType"] == "complete"
+
+
+def test_a_body_the_server_terminates_still_meets_the_size_limit() -> None:
+    app = build_app(MCP_MAX_CONTENT_LENGTH=2048)
+    body = {**DISCOVER, "params": {**DISCOVER["params"], "padding": "x" * 5000}}
+    assert_json_error(post(app, body, environ_overrides=TERMINATED), 413)
+
+
+def test_flask_max_content_length_applies_when_the_server_terminates_the_body() -> None:
+    app = build_app(MAX_CONTENT_LENGTH=100)
+    assert_json_error(post(app, environ_overrides=TERMINATED), 413)
+
+
+@pytest.mark.skipif(
+    getattr(Request.max_content_length, "fset", None) is None, reason="Flask 3.1 made max_content_length per request"
+)
+def test_a_per_request_max_content_length_applies_when_the_server_terminates_the_body() -> None:
+    app = build_app()
+    app.before_request(lambda: setattr(request, "max_content_length", 100))
+    assert_json_error(post(app, environ_overrides=TERMINATED), 413)
+
+
+def test_a_terminated_body_read_by_a_hook_is_still_answered() -> None:
+    app = build_app()
+    seen: list[bytes] = []
+
+    @app.before_request
+    def peek() -> None:
+        seen.append(request.get_data())
+
+    response = post(app, environ_overrides=TERMINATED)
+    assert seen and json.loads(seen[0])["method"] == "server/discover"
+    assert response.status_code == 200, response.get_data(as_text=True)
+
+
+def test_a_terminated_body_is_empty_to_the_app_after_the_view_read_it(app: Flask) -> None:
+    seen: list[bytes] = []
+
+    @app.after_request
+    def read_body_again(response: Response) -> Response:
+        seen.append(request.get_data())
+        return response
+
+    assert post(app, environ_overrides=TERMINATED).status_code == 200
+    assert seen == [b""]
+
+
 def test_the_body_is_empty_to_the_app_after_the_view_read_it(app: Flask) -> None:
     seen: list[bytes] = []
 
