@@ -13,13 +13,13 @@ tests/durable_app.py), which is how the test knows whose worker to kill.
 
 The official Python client (legacy mode, 2025-11-25) and the official
 TypeScript client (tests/ts_client/) each make a 30-second durable call that
-reports progress every second and asks one question, at the same time. During
-each call the test (a) SIGKILLs the web worker holding the call's stream,
-(b) sends HUP to that host's master while the question waits for its answer
-(answered once the stream is resumed), (c) stops the host then holding the
-stream (SIGTERM to its master; started again two seconds after it exited),
-each at a different moment (``PLANS``: the TypeScript call loses its host
-first, the Python call last, so both hosts are never down at once).
+reports progress every second and asks one question, one client after the
+other. During each call the test (a) SIGKILLs the web worker holding the
+call's stream, (b) sends HUP to that host's master while the question waits
+for its answer (answered once the stream is resumed), (c) stops the host then
+holding the stream (SIGTERM to its master; started again two seconds after it
+exited), each at a different moment (``PLANS``), the next only once the client
+has resumed after the previous one.
 Each call must complete with every progress report exactly once and in order,
 the question answered, the right result, and no 5xx anywhere.
 
@@ -33,9 +33,9 @@ cut by the network and one the server lets go with ``retry:`` are resumed with
 ``Last-Event-ID``; a resumed stream cut again must be resumed from the last
 event the client got (the official Python client does not: a strict xfail).
 
-Runtime: about 2 min 50 s on a 2-core machine at load average 27 (the setup
-12 s, the two clients' scenario 56 s, the rolling restart 43 s, the client
-checks 40 s, stopping everything 10 s); the newest-Flask tox env only (tox.ini).
+Runtime: about 2 minutes on a quiet 2-core machine (each client's call 32 s,
+the rolling restart 26 s, the client checks about 20 s; under load up to
+3 min); the newest-Flask tox env only (tox.ini).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ import contextlib
 import hashlib
 import json
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -564,8 +563,7 @@ def stop_host(deployment: Deployment, seen: Seen, log: list[str]) -> None:
 
 
 #: What each scenario does, in order: (progress count or "asked", disruption). Each client
-#: meets all three at different moments; the TypeScript call loses its host first, so that
-#: the host is serving again before the Python call's stop (never both hosts down).
+#: meets all three, at moments of its own.
 PLANS: dict[str, list[tuple[int | str, Callable[[Deployment, Seen, list[str]], None]]]] = {
     "python": [(4, kill_worker), ("asked", reload_while_asked), (24, stop_host)],
     "typescript": [(5, stop_host), (9, kill_worker), ("asked", reload_while_asked)],
@@ -590,39 +588,31 @@ def disrupt(deployment: Deployment, seen: Seen, log: list[str]) -> None:
                   f"resumption after {step.__name__}")
 
 
-def test_long_calls_of_both_clients_survive_a_killed_worker_a_reload_and_a_stopped_host(deployment: Deployment) -> None:
-    """Both clients at once, each with its own moments, so the 30-second calls overlap."""
-    arguments = {"steps": STEPS, "ask_at": ASK_AT}
-    seen = {name: Seen(name) for name in CLIENTS}
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_long_call_of_each_client_survives_a_killed_worker_a_reload_and_a_stopped_host(
+    deployment: Deployment, client: str
+) -> None:
+    """Each client's 30-second call meets its own three disruptions, one client
+    at a time. Both at once, one client's disruptions also hit the other's
+    stream when the two shared a worker or a host: in one CI run the Python
+    call met the TypeScript call's host stop and then its SIGKILL, a stream cut
+    mid-way and a reconnection refused in a row, and the official Python SDK
+    (2.3.0) gives up after two such (docs/celery.md, "Two cuts in a row")."""
+    seen = Seen(client)
     log: list[str] = []
-    errors: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
     started = time.monotonic()
-
-    def drive(name: str) -> None:
-        try:
-            disrupt(deployment, seen[name], log)
-        except BaseException as exc:
-            errors.put(exc)
-            seen[name].release.set()
-
-    drivers = []
-    for name, start_client in CLIENTS.items():
-        start_client(deployment.url, "long_call", arguments, seen[name])
-        drivers.append(threading.Thread(target=drive, args=(name,), daemon=True))
-        drivers[-1].start()
-    for driver in drivers:
-        driver.join(150)
-    print(*log, sep="\n")
-    if not errors.empty():
-        raise errors.get()
-    for name in CLIENTS:
-        seen[name].done.wait(60)
-        print(report(seen[name]))
-    print(f"both calls done in {time.monotonic() - started:.1f} s")
-    for name, greeting in (("python", "Hello, Ada!"), ("typescript", "Hello, Grace!")):
-        assert_complete(seen[name], STEPS, greeting)
-        assert seen[name].asked == ["What is your name?"]
-        assert len(seen[name].resumptions()) >= 3, seen[name].summary()  # after (a), (b) and (c) at least
+    CLIENTS[client](deployment.url, "long_call", {"steps": STEPS, "ask_at": ASK_AT}, seen)
+    try:
+        disrupt(deployment, seen, log)
+    finally:
+        seen.release.set()
+        print(*log, sep="\n")
+    seen.done.wait(60)
+    print(report(seen))
+    print(f"call done in {time.monotonic() - started:.1f} s")
+    assert_complete(seen, STEPS, {"python": "Hello, Ada!", "typescript": "Hello, Grace!"}[client])
+    assert seen.asked == ["What is your name?"]
+    assert len(seen.resumptions()) >= 3, seen.summary()  # after (a), (b) and (c) at least
     assert deployment.five_hundreds() == []
 
 
