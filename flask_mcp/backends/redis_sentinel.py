@@ -124,7 +124,7 @@ class BoundedSentinel(Sentinel):
 
     def discover_master(self, service_name: str) -> tuple[str, int]:
         try:
-            address: tuple[str, int] = super().discover_master(service_name)  # type: ignore[no-untyped-call]
+            address: tuple[str, int] = super().discover_master(service_name)  # type: ignore[no-untyped-call, unused-ignore]
         except redis.exceptions.RedisError as exc:
             # Concise: redis-py's own message holds the whole repr of every sentinel client.
             why = "none of them" if isinstance(exc, MasterNotFoundError) else f"one answered {exc}"
@@ -154,7 +154,7 @@ class PrimaryFollowingPool(SentinelConnectionPool):
     recheck_interval = 1.0
 
     def __init__(self, service_name: str, sentinel_manager: Sentinel, **kwargs: Any) -> None:
-        super().__init__(service_name, sentinel_manager, **kwargs)  # type: ignore[no-untyped-call]
+        super().__init__(service_name, sentinel_manager, **kwargs)  # type: ignore[no-untyped-call, unused-ignore]
         self._checked_at = time.monotonic()
 
     def get_connection(self, *args: Any, **kwargs: Any) -> Any:
@@ -162,7 +162,7 @@ class PrimaryFollowingPool(SentinelConnectionPool):
         if now - self._checked_at >= self.recheck_interval:
             self._checked_at = now
             try:
-                self.get_master_address()  # type: ignore[no-untyped-call]
+                self.get_master_address()  # type: ignore[no-untyped-call, unused-ignore]
             except redis.exceptions.RedisError:
                 pass  # no primary named now: the command itself will say so
         return super().get_connection(*args, **kwargs)
@@ -186,8 +186,8 @@ def client_from_sentinel_url(url: str, *, io_timeout: float = DEFAULT_IO_TIMEOUT
         sentinel_kwargs["username"] = spec.sentinel_username
     if spec.sentinel_password:
         sentinel_kwargs["password"] = spec.sentinel_password
-    sentinel = BoundedSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
-    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    sentinel = BoundedSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call, unused-ignore]
+    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         spec.service_name,
         connection_pool_class=PrimaryFollowingPool,
         db=spec.db,

@@ -17,29 +17,18 @@ from typing import Any
 from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from ..protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ParseError
 from ..protocol.request_info import RequestInfo
 from ..protocol.task_handle import TaskHandle
-from ..protocol.task_methods import TASK_METHODS
-from ..protocol.task_records import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
-from ..protocol.versions import REVISIONS
+from ..protocol.task_records import CANCELLED, FAILED, TaskRecord
 from .gauges import GaugeSources
+from .meters import make_instruments, metric_attributes, observe
 from .names import (
     DURABLE_SPAN,
-    DURATION_BUCKETS,
     FIRST_ROUND_LINK,
-    OPERATION_DURATION,
     RESUME_SPAN,
-    SESSION_DURATION,
-    SESSIONS_LIVE,
     STREAM_EVENTS,
-    STREAM_KIND,
-    STREAMS_OPEN,
     TASK_ID,
     TASK_STATUS,
-    TASKS_ENDED,
-    TASKS_LIVE,
-    TASKS_RUNNING,
 )
 
 _SCOPE = "flask_mcp"
@@ -122,20 +111,9 @@ class Instruments:
                 self.operation = self.session = self.tasks_ended = None
             else:
                 meter = meter_provider.get_meter(_SCOPE, self.version)
-                self.operation = meter.create_histogram(
-                    OPERATION_DURATION, unit="s",
-                    description="MCP request or notification duration as observed on the receiver.",
-                    explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
-                )
-                self.session = meter.create_histogram(
-                    SESSION_DURATION, unit="s",
-                    description="The duration of the MCP session as observed on the server.",
-                    explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
-                )
-                self.tasks_ended = meter.create_counter(
-                    TASKS_ENDED, unit="{task}", description="Task runs this process ended, by final status.")
+                self.operation, self.session, self.tasks_ended = make_instruments(meter)
                 if self.sources is not None:
-                    _observe(meter, self.sources)
+                    observe(meter, self.sources)
 
     def start(self, method: str, target: str | None, attributes: dict[str, Any],
               params: Mapping[str, Any], headers: Mapping[str, str],
@@ -182,13 +160,7 @@ class Instruments:
         queue message); an ambient span there (a Celery instrumentation's) is
         linked. Returns what :meth:`end` needs (with ``record=False``)."""
         assert self.tracer is not None
-        parent = None
-        links: list[Link] = []
-        if carried:
-            parent = propagate.extract(carried)
-            ambient = trace.get_current_span().get_span_context()
-            if ambient.is_valid:
-                links.append(Link(ambient))
+        parent, links = _carried_parent(carried)
         name = DURABLE_SPAN if target is None else f"{DURABLE_SPAN} {target}"
         span = self.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes,
                                       links=links)
@@ -218,13 +190,7 @@ class Instruments:
                 self._count_end(handle)
             return
         attributes = task_attributes(handle.request, tool)
-        parent = None
-        links: list[Link] = []
-        if carried:
-            parent = propagate.extract(carried)
-            ambient = trace.get_current_span().get_span_context()
-            if ambient.is_valid:
-                links.append(Link(ambient))
+        parent, links = _carried_parent(carried)
         with self.tracer.start_as_current_span(f"task {tool}", context=parent, kind=SpanKind.INTERNAL,
                                                attributes=attributes, links=links,
                                                record_exception=False, set_status_on_exception=False) as span:
@@ -349,7 +315,7 @@ class Instruments:
             if span_context.is_valid:
                 trace_id = format(span_context.trace_id, "032x")
         if record and self.operation is not None:
-            self.operation.record(seconds, _metric_attributes(attributes, error_type))
+            self.operation.record(seconds, metric_attributes(attributes, error_type))
         return trace_id
 
     def session_ended(self, seconds: float, version: str) -> None:
@@ -358,51 +324,13 @@ class Instruments:
                                           "network.protocol.name": "http"})
 
 
-def _observe(meter: metrics.Meter, sources: GaugeSources) -> None:
-    """The operator gauges, read from ``sources`` at each collection (never on a request)."""
-
-    def reading(read: Callable[[], int | None], attributes: dict[str, str] | None = None) -> Callable[..., Any]:
-        def callback(options: metrics.CallbackOptions) -> list[metrics.Observation]:
-            value = read()
-            return [] if value is None else [metrics.Observation(value, attributes)]
-
-        return callback
-
-    if sources.sessions is not None:
-        meter.create_observable_gauge(SESSIONS_LIVE, [reading(sources.sessions.value)], unit="{session}",
-                                      description="Live legacy sessions in the session store (store-wide).")
-    if sources.task_statuses is not None:
-        meter.create_observable_gauge(TASKS_LIVE, [_by_status(sources.task_statuses.value)], unit="{task}",
-                                      description="Live task records in the task store by status (store-wide).")
-    elif sources.tasks is not None:
-        meter.create_observable_gauge(TASKS_LIVE, [reading(sources.tasks.value)], unit="{task}",
-                                      description="Live task records in the task store (store-wide).")
-    if sources.running_tasks is not None:
-        meter.create_observable_up_down_counter(TASKS_RUNNING, [reading(sources.running_tasks)], unit="{task}",
-                                                description="Task tools running in this process.")
-    streams = [reading(read, {STREAM_KIND: kind}) for kind, read in
-               (("response", sources.response_streams), ("long_lived", sources.long_lived_streams))
-               if read is not None]
-    if streams:
-        meter.create_observable_up_down_counter(STREAMS_OPEN, streams, unit="{stream}",
-                                                description="Event streams this process holds open.")
-
-
-def _by_status(read: Callable[[], dict[str, int] | None]) -> Callable[..., Any]:
-    """A callback observing one value per task status (every known status, 0 when none has it)."""
-
-    def callback(options: metrics.CallbackOptions) -> list[metrics.Observation]:
-        counts = read()
-        if counts is None:
-            return []
-        statuses = dict.fromkeys(_STATUSES, 0) | counts
-        return [metrics.Observation(n, {TASK_STATUS: status}) for status, n in statuses.items()]
-
-    return callback
-
-
-#: The statuses ``flask_mcp.tasks.live`` always reports (a series that drops to 0 stays).
-_STATUSES = (WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED)
+def _carried_parent(carried: Mapping[str, str] | None) -> tuple[context.Context | None, list[Link]]:
+    """The parent a queue worker's span takes from the record's ``carried``
+    context, and a link to the ambient span there (a Celery instrumentation's)."""
+    if not carried:
+        return None, []
+    ambient = trace.get_current_span().get_span_context()
+    return propagate.extract(carried), [Link(ambient)] if ambient.is_valid else []
 
 
 def task_attributes(request: RequestInfo, tool: str) -> dict[str, Any]:
@@ -437,35 +365,3 @@ def _with_context(params: Any) -> dict[str, Any]:
     propagate.inject(meta)
     copy["_meta"] = meta
     return copy
-
-
-#: The span attributes the operation histogram keeps (low cardinality: no ids, no URIs).
-_METRIC_KEYS = frozenset({
-    "mcp.method.name", "mcp.protocol.version", "gen_ai.tool.name", "gen_ai.prompt.name", "gen_ai.operation.name",
-    "error.type", "rpc.response.status_code", "network.transport", "network.protocol.name",
-})
-#: Outcomes whose method, tool or prompt name is the client's word only (never
-#: served, or refused before anything checked it): kept out of the metric's
-#: labels, or any client could mint new time series at will.
-_UNCHECKED_NAME = frozenset({"401", "403", "429", str(MethodNotFound.code), str(InvalidParams.code),
-                             str(InvalidRequest.code), str(ParseError.code)})
-#: What stands for such a name (the conventions' value for an unknown one).
-OTHER = "_OTHER"
-
-
-def _metric_attributes(attributes: dict[str, Any], error_type: str | None) -> dict[str, Any]:
-    """The span's attributes the operation histogram may carry: low cardinality,
-    so no ids or URIs, and no name a client made up."""
-    kept = {key: value for key, value in attributes.items() if key in _METRIC_KEYS}
-    if error_type in _UNCHECKED_NAME:
-        for key in ("gen_ai.tool.name", "gen_ai.prompt.name"):
-            if key in kept:
-                kept[key] = OTHER
-        if kept.get("mcp.method.name") not in _KNOWN_METHODS:
-            kept["mcp.method.name"] = OTHER
-    return kept
-
-
-#: Every method some revision or extension serves: a refused request keeps its
-#: method's name on the metric only when it is one of these.
-_KNOWN_METHODS = frozenset().union(*(revision.core_methods for revision in REVISIONS.values())) | TASK_METHODS
