@@ -181,7 +181,7 @@ class MCP(ResourcesAndPromptsMixin, SkillsMixin):
             if self._token_verifier is not None:
                 logger.warning(_AUTH_LEFT_OFF)
         rate_limits.install(app, self.blueprint)
-        hardening.install(app, [self.blueprint], cors=bool(settings.cors_origins))  # CSRF exemption, CORS preset
+        hardening.install(app, [self.blueprint], cors=bool(settings.cors_origins), endpoint=True)  # CSRF, CORS
         from .cli import register as register_cli  # click is imported by the command line only
 
         register_cli(app)  # `flask mcp ...`

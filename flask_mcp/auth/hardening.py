@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 from flask import Blueprint, Flask, Response, current_app, request
 
+from . import login
+
 #: Request headers a browser client may send (``Mcp-Param-*`` too).
 ALLOWED_HEADERS = (
     "Accept",
@@ -34,12 +36,14 @@ PREFLIGHT_MAX_AGE = "600"
 _ALLOWED_LOWER = frozenset(name.lower() for name in ALLOWED_HEADERS)
 
 
-def install(app: Flask, blueprints: Iterable[Blueprint], *, cors: bool = True) -> None:
-    """Exempt the MCP blueprints from CSRF checks and add the CORS preset
+def install(app: Flask, blueprints: Iterable[Blueprint], *, cors: bool = True, endpoint: bool = False) -> None:
+    """Exempt the blueprints from CSRF checks and add the CORS preset
     (``cors``: whether any origin is configured; without one the hook, which
-    would run on every request, is not installed)."""
+    would run on every request, is not installed). ``endpoint``: the
+    blueprints serve the MCP endpoint, whose requests start in
+    :class:`~flask_mcp.auth.login.EndpointSessions` (no hook needed there)."""
     names = frozenset(bp.name for bp in blueprints)
-    _exempt_from_csrf(app, names)
+    _exempt_from_csrf(app, names, endpoint)
     if not cors:
         return
 
@@ -49,10 +53,11 @@ def install(app: Flask, blueprints: Iterable[Blueprint], *, cors: bool = True) -
     app.after_request(add_cors)
 
 
-def _exempt_from_csrf(app: Flask, names: frozenset[str]) -> None:
+def _exempt_from_csrf(app: Flask, names: frozenset[str], endpoint: bool) -> None:
     """Flask-WTF's ``CSRFProtect`` (``app.extensions["csrf"]``) exempts the
     blueprints now, or, when it is set up after flask-mcp, before its own
-    check first runs (our hook is registered earlier, so it runs first)."""
+    check first runs: at the start of the endpoint's requests (before any
+    hook), or in a ``before_request`` hook registered before Flask-WTF's."""
 
     def exempt() -> bool:
         csrf = app.extensions.get("csrf")
@@ -64,6 +69,9 @@ def _exempt_from_csrf(app: Flask, names: frozenset[str]) -> None:
 
     if exempt() or importlib.util.find_spec("flask_wtf") is None:
         return  # exempt now, or Flask-WTF is not installed: no per-request hook
+    if endpoint:
+        login.at_endpoint_start(app, exempt)
+        return
     done = False
 
     def late_exemption() -> None:

@@ -29,6 +29,8 @@ _NOTHING = object()
 _ABSENT = object()
 #: In ``app.extensions``: the app's requests to the endpoint restore Flask-Login's user after them.
 _RESTORING = "flask_mcp.login_restored"
+#: In ``app.extensions``: the checks :func:`at_endpoint_start` runs until they are done.
+_PENDING = "flask_mcp.endpoint_start_checks"
 
 
 def present(user: Any) -> None:
@@ -50,20 +52,16 @@ def present(user: Any) -> None:
     request_g._login_user = user if user is not None else manager.anonymous_user()
 
 
-def begin_endpoint_request(endpoint: str | None, values: dict[str, Any] | None) -> None:
-    """The first hook of every request to the endpoint (a url_value_preprocessor,
-    which runs before any ``before_request``): nobody until the token is checked.
+def begin_endpoint_request(app: Flask) -> None:
+    """The start of every request to the endpoint, from :class:`EndpointSessions`
+    (Flask opens the session before routing and before any hook): nobody until
+    the token is checked.
 
     An app without Flask-Login pays for one attribute look-up here: the
     bookkeeping below (and the receiver that undoes it after the request)
     starts with the first request that finds a ``LoginManager`` on the app.
     Measured with the bench's call-2026 request in process under callgrind:
     doing it on every request cost 111 000 instructions of 606 000."""
-    app = current_app._get_current_object()  # type: ignore[attr-defined]  # LocalProxy's documented method
-    if not isinstance(app.session_interface, EndpointSessions):
-        logger.warning("app.session_interface was replaced after mcp.init_app(): the MCP endpoint ignores "
-                       "session cookies again from the next request on. Set it up before init_app.")
-        guard_sessions(app, app.extensions["mcp"].settings.url_prefix)
     if getattr(app, "login_manager", None) is None:
         return
     if _RESTORING not in app.extensions:  # a LoginManager (perhaps set up after init_app): undo after each request
@@ -73,6 +71,27 @@ def begin_endpoint_request(endpoint: str | None, values: dict[str, Any] | None) 
     if _BEFORE not in request_g:  # an app context shared by several requests (tests, the CLI) keeps g
         setattr(request_g, _BEFORE, request_g.get("_login_user", _NOTHING))
     present(None)
+
+
+def check_sessions_guarded(app: Flask) -> None:
+    """In the endpoint's views: when ``app.session_interface`` was replaced
+    after ``init_app`` (Flask-Session set up later, say), this request's
+    session is the cookie's; warn, guard it again for the next request, and
+    make this request's caller nobody until the token is checked (the app's
+    ``before_request`` hooks have seen the cookie's user this once)."""
+    if type(app.session_interface) is EndpointSessions:
+        return
+    logger.warning("app.session_interface was replaced after mcp.init_app(): the MCP endpoint ignores "
+                   "session cookies again from the next request on. Set it up before init_app.")
+    guard_sessions(app, app.extensions["mcp"].settings.url_prefix)
+    begin_endpoint_request(app)
+
+
+def at_endpoint_start(app: Flask, check: Callable[[], bool]) -> None:
+    """Run ``check`` at the start of requests to the endpoint, before any
+    ``before_request`` hook, until it returns true (Flask-WTF's exemption of
+    a ``CSRFProtect`` set up after ``init_app``): no hook on every request."""
+    app.extensions.setdefault(_PENDING, []).append(check)
 
 
 def carry(fn: Callable[[], None]) -> Callable[[], None]:
@@ -120,19 +139,29 @@ class EndpointSession(SecureCookieSession):
 
 class EndpointSessions(SessionInterface):
     """The app's session interface, except on the endpoint's paths: there the
-    session ignores the cookie and no ``Set-Cookie`` comes out of it."""
+    session ignores the cookie and no ``Set-Cookie`` comes out of it.
 
-    def __init__(self, inner: SessionInterface, paths: frozenset[str]) -> None:
+    Opening the session is also where an endpoint request starts: Flask does
+    it for every request, before routing and before any hook, so the caller
+    is made nobody there rather than in a hook of our own (a blueprint
+    ``url_value_preprocessor`` cost ~25 000 instructions per request in
+    process, most of it Flask's dispatch of the hook; bench/README.md)."""
+
+    def __init__(self, inner: SessionInterface, paths: frozenset[str], pending: list[Callable[[], bool]]) -> None:
         self.inner = inner
         self.paths = paths
+        self.pending = pending
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
-        if request.path in self.paths:
-            return EndpointSession()
-        return self.inner.open_session(app, request)
+        if request.path not in self.paths:
+            return self.inner.open_session(app, request)
+        if self.pending:
+            self.pending[:] = [check for check in self.pending if not check()]
+        begin_endpoint_request(app)
+        return EndpointSession()
 
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
         if not isinstance(session, EndpointSession):
@@ -142,7 +171,8 @@ class EndpointSessions(SessionInterface):
         return self.inner.make_null_session(app)
 
     def is_null_session(self, obj: object) -> bool:
-        return self.inner.is_null_session(obj)
+        # An endpoint session is never saved: Flask then skips save_session.
+        return type(obj) is EndpointSession or self.inner.is_null_session(obj)
 
 
 def endpoint_paths(url_prefix: str) -> frozenset[str]:
@@ -155,7 +185,8 @@ def guard_sessions(app: Flask, url_prefix: str) -> None:
     """Wrap the app's session interface, unless it is wrapped already."""
     current = app.session_interface
     if not isinstance(current, EndpointSessions):
-        app.session_interface = EndpointSessions(current, endpoint_paths(url_prefix))
+        pending = app.extensions.setdefault(_PENDING, [])  # shared with a later re-wrap
+        app.session_interface = EndpointSessions(current, endpoint_paths(url_prefix), pending)
 
 
 def install(app: Flask, url_prefix: str) -> None:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from flask import Blueprint, Request, Response, current_app, request
+from flask import Blueprint, Flask, Request, Response, current_app, request
 from flask.sansio.blueprints import BlueprintSetupState
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
@@ -43,7 +43,6 @@ def create_blueprint() -> Blueprint:
     bp.add_url_rule("", "other", _other, methods=["PUT", "PATCH"])
     bp.add_url_rule("/health", "health", _health, methods=["GET"])
     bp.register_error_handler(Exception, _unexpected)
-    bp.url_value_preprocessor(login.begin_endpoint_request)  # before any before_request: nobody yet
     bp.record(_refuse_unlisted_methods)
     return bp
 
@@ -75,8 +74,10 @@ def _request() -> Request:
     return request._get_current_object()  # type: ignore[attr-defined,no-any-return]
 
 
-def _guard(state: MCPState, req: Request | None = None) -> None:
-    """DNS-rebinding checks, first of all (spec digest section 1, step 1)."""
+def _guard(state: MCPState, req: Request | None = None, app: Flask | None = None) -> None:
+    """DNS-rebinding checks, first of all (spec digest section 1, step 1);
+    and the endpoint's sessions still guarded (:mod:`flask_mcp.auth.login`)."""
+    login.check_sessions_guarded(app if app is not None else current_app._get_current_object())  # type: ignore[attr-defined]
     settings = state.settings
     if not settings.dns_rebinding_protection:
         return
@@ -168,7 +169,7 @@ def _post() -> Response:
     req = _request()
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     state: MCPState = app.extensions["mcp"]
-    _guard(state, req)
+    _guard(state, req, app)
     try:
         principal = _caller(state) if state.checks_callers else None
     except HTTPException as exc:  # 401, 403, 429: the refusal is watched too

@@ -127,6 +127,25 @@ def test_the_mcp_endpoint_is_exempt_from_flask_wtf_csrf(csrf_first: bool) -> Non
     assert discover(app).status_code == 200
 
 
+def test_a_late_csrf_protect_is_exempted_though_the_app_is_served_first() -> None:
+    """``CSRFProtect`` set up after flask-mcp, and the app's own views served
+    before the endpoint's first request: the endpoint is exempt all the same."""
+    app = Flask("forms_first")
+    app.config.update({"SECRET_KEY": "s", "MCP_BACKEND": "memory://"})
+    MCP(app, name="forms")
+    CSRFProtect(app)
+
+    @app.post("/profile")
+    def profile() -> str:
+        return "saved"
+
+    client = app.test_client()
+    assert client.post("/profile").status_code == 400
+    assert discover(app).status_code == 200
+    assert discover(app).status_code == 200
+    assert client.post("/profile").status_code == 400
+
+
 # ---------------------------------------------------------------------- JSON limits
 
 

@@ -276,6 +276,40 @@ def test_a_session_interface_set_after_init_app_is_guarded_again(make_client: Ma
     assert "Set-Cookie" not in client.call_tool("whoami").headers
 
 
+def test_a_login_manager_set_up_after_init_app_is_bridged_from_its_first_request(make_client: MakeClient) -> None:
+    """Flask-Login set up after ``MCP(app)`` (an extension order factories
+    often have): from the first request on, the app's ``before_request``
+    hooks see nobody on the endpoint and the tool sees the token's user."""
+    app = Flask("login_later")
+    app.config.update(SECRET_KEY="login-later", MCP_AUTH=True, MCP_BACKEND="memory://", TESTING=True)
+    mcp = MCP(app)
+    mcp.verify_token(lambda token: USERS.get(TOKENS.get(token, "")))
+
+    @mcp.tool
+    def whoami() -> str:
+        return who()
+
+    seen: list[str] = []
+
+    @app.before_request
+    def before() -> None:
+        seen.append(who())
+
+    LoginManager(app).user_loader(USERS.get)
+
+    @app.post("/login/<user_id>")
+    def log_in(user_id: str) -> str:
+        login_user(USERS[user_id], remember=True)
+        return "signed in"
+
+    client = make_client(app, "2026-07-28", headers={"Authorization": "Bearer ann-token"})
+    sign_in(client, "2")
+    seen.clear()
+    assert client.call_tool("whoami").result["content"][0]["text"] == "ann"
+    assert seen == ["anonymous"]
+    assert client.client.get("/login/2").status_code == 405 and seen[-1] == "bob"  # elsewhere, the cookie's user
+
+
 def test_flask_login_still_reads_the_user_where_we_put_it() -> None:
     """The one Flask-Login internal relied on (flask_mcp/auth/login.py): its
     current_user answers with g._login_user when set, without loading one.
