@@ -113,8 +113,15 @@ class SqlOAuthStore:
         return bool(claimed == 1)
 
     def revoke_family(self, family: str) -> None:
-        self.database.run(lambda c: c.execute(
-            update(oauth_tokens).where(oauth_tokens.c.family == family).values(revoked=1)))
+        """Two passes, each its own transaction. Under READ COMMITTED (PostgreSQL's
+        default) an UPDATE misses a row committed after it started: a token pair
+        saved into the family by a racing rotation while the first pass ran. The
+        rotation checks the family after saving (``revoke_old_credential``), but
+        may look before the first pass commits; the second pass starts after that
+        commit, so one of the two always sees the other."""
+        revoke = update(oauth_tokens).where(oauth_tokens.c.family == family).values(revoked=1)
+        self.database.run(lambda c: c.execute(revoke))
+        self.database.run(lambda c: c.execute(revoke))
 
     def mark_used(self, access_hash: str, when: float) -> None:
         self.database.run(lambda c: c.execute(
