@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Flask, Request, Response, current_app, request
 from flask.sansio.blueprints import BlueprintSetupState
@@ -16,12 +16,13 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from ..auth import login
 from ..auth.rebinding import check_host, check_origin
-from ..errors import MCPHTTPException, MethodNotAllowedHere, NotAcceptableMedia, PayloadTooLarge, UnsupportedContentType
+from ..errors import MCPHTTPException, MethodNotAllowedHere, NotAcceptableMedia, UnsupportedContentType
 from ..protocol import jsonrpc
 from ..protocol.events import StreamRecorder, stored_trace
 from ..protocol.session import StoreUnavailable
 from ..protocol.transport import Reply, store_unavailable
 from . import sse, streaming
+from .body import read_body
 from .held_response import HeldResponse
 from .json_response import json_response
 
@@ -183,7 +184,7 @@ def _post() -> Response:
         raise UnsupportedContentType(
             f"Content-Type must be {JSON} (got {req.content_type or 'none'!r})."
         )
-    body = _read_body(req, state.settings.max_content_length)
+    body = read_body(req, state.settings.max_content_length, app)
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
         EnvironHeaderView(environ), body, notifications.append,
@@ -236,7 +237,7 @@ def _refused(state: MCPState, req: Request, exc: HTTPException) -> None:
     """Hand a refused POST to telemetry (its body read within the size limit)."""
     assert state.telemetry is not None
     try:
-        body = _read_body(req, state.settings.max_content_length)
+        body = read_body(req, state.settings.max_content_length, current_app._get_current_object())  # type: ignore[attr-defined]
     except HTTPException:
         return
     headers = EnvironHeaderView(req.environ)
@@ -327,49 +328,6 @@ def _accepts_stream(req: Request) -> bool:
     if value is None or value in _USUAL_ACCEPT:
         return True
     return req.accept_mimetypes.best_match([EVENT_STREAM]) is not None
-
-
-def _read_body(req: Request, limit: int) -> bytes:
-    """The body, refused with 413 past ``MCP_MAX_CONTENT_LENGTH`` (and past
-    Flask's ``MAX_CONTENT_LENGTH``, which ``req.stream`` enforces), read
-    through Werkzeug's stream (:func:`_input_stream`): a later ``request.get_data()`` finds it consumed,
-    as after any view, and a chunked body stops at the limit."""
-    environ = req.environ
-    value = environ.get("CONTENT_LENGTH")
-    if value is not None and value.isascii() and value.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ:
-        length: int | None = int(value)  # the usual request, without parsing it twice
-    else:
-        length = req.content_length
-    if length is not None and length > limit:
-        raise PayloadTooLarge(f"The request body is {length} bytes; the limit is {limit} (MCP_MAX_CONTENT_LENGTH).")
-    want = limit + 1 if length is None else length
-    stream = _input_stream(req)
-    body = stream.read(want)  # the usual request: all of it at once
-    while len(body) < want:  # a raw read may return less than asked before the end
-        more = stream.read(want - len(body))
-        if not more:
-            break
-        body += more
-    if length and not body:  # a before_request hook read the stream: take what it kept
-        body = req.get_data(cache=False)
-    if len(body) > limit:
-        raise PayloadTooLarge(f"The request body exceeds the limit of {limit} bytes (MCP_MAX_CONTENT_LENGTH).")
-    return body
-
-
-def _input_stream(req: Request) -> IO[bytes]:
-    """``req.stream``, or the same stream without building it: when the server
-    ends the input itself (``wsgi.input_terminated``, which gunicorn sets) and
-    no ``MAX_CONTENT_LENGTH`` applies, Werkzeug's ``get_input_stream`` returns
-    ``environ["wsgi.input"]`` unwrapped (its documented rule), so that object
-    is read directly, without Werkzeug building the same answer (its
-    ``get_input_stream`` and content-length parsing) per POST: ~9 500 of
-    ~1 155 000 instructions per ``tools/call`` under gunicorn (bench/README.md,
-    "issue 35: instructions cut")."""
-    environ = req.environ
-    if "wsgi.input_terminated" in environ and req.max_content_length is None:
-        return cast("IO[bytes]", environ["wsgi.input"])
-    return req.stream
 
 
 def _render(reply: Reply, wants_stream: bool) -> Response:
