@@ -79,7 +79,7 @@ def check_sessions_guarded(app: Flask) -> None:
     session is the cookie's; warn, guard it again for the next request, and
     make this request's caller nobody until the token is checked (the app's
     ``before_request`` hooks have seen the cookie's user this once)."""
-    if type(app.session_interface) is EndpointSessions:
+    if isinstance(app.session_interface, EndpointSessions):
         return
     logger.warning("app.session_interface was replaced after mcp.init_app(): the MCP endpoint ignores "
                    "session cookies again from the next request on. Set it up before init_app.")
