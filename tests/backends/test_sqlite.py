@@ -284,6 +284,28 @@ def test_sqlite_read_only_file_is_unavailable(tmp_path: Path) -> None:
     backend.sessions.create(full_session())  # writable again: works without a restart
 
 
+def test_sqlite_a_new_connection_reads_while_another_writer_holds_the_lock(tmp_path: Path) -> None:
+    """A worker's new connection (a burst of listen streams opens many) is not
+    refused because another process is writing: its reads go on under WAL;
+    only writes wait for the lock, within the busy timeout."""
+    database = SqliteDatabase(str(tmp_path / "busy.sqlite3"), io_timeout=0.2)
+    store = SqliteSessionStore(database)
+    bus = SqliteMessageBus(database)
+    store.create(full_session())
+    database.close()  # no idle connection left: the next call opens a new one
+    holder = sqlite3.connect(database.path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        subscription = bus.subscribe(["c"])  # reads the newest message id on a new connection
+        subscription.close()
+        with pytest.raises(BackendUnavailable, match="locked"):
+            bus.publish("c", {})
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+    bus.publish("c", {})
+
+
 def test_sqlite_locked_by_another_writer_is_unavailable_within_the_busy_timeout_then_recovers(
     tmp_path: Path,
 ) -> None:

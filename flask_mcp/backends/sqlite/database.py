@@ -199,8 +199,16 @@ class SqliteDatabase:
             connection.execute(f"PRAGMA cache_size=-{int(self.CACHE_KIB)}")
             # SQLite quietly opens an unwritable file read-only; such a connection,
             # kept for the thread's life, would fail writes after the file is fixed.
-            connection.execute("BEGIN IMMEDIATE")
-            connection.execute("ROLLBACK")
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                connection.execute("ROLLBACK")
+            except sqlite3.OperationalError as exc:
+                # Busy: another connection holds the write lock past the busy timeout,
+                # so the file is being written. This connection's reads go on (WAL);
+                # its writes meet the timeout as any would. Refusing it failed reads
+                # too: a burst of new streams on a busy machine answered 503.
+                if getattr(exc, "sqlite_errorcode", None) is None or exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
         except BaseException:
             connection.close()
             raise
