@@ -4,8 +4,9 @@ which a hook may set for one request since Flask 3.1).
 
 Flask's limit is asked for on every POST, and ``request.max_content_length``
 costs two ``current_app`` proxy look-ups (``if not current_app``, then
-``current_app.config``): ~14 700 of ~470 000 instructions per 2026
-``tools/call`` in process, 3 % of the request (bench/README.md, "issue 35:
+``current_app.config``). Answering without them took a 2026 ``tools/call``
+from 1 121 942 to 1 105 932 instructions through one gunicorn worker
+(-16 000, 1.4 %; 470 557 -> 460 857 in process; bench/README.md, "issue 35:
 instructions cut"). :func:`flask_limit` answers the same from the app the
 view already holds, reading the per-request value where Flask's own getter
 reads it (``Request._max_content_length``, private), only when the app's
