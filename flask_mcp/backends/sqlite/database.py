@@ -207,7 +207,7 @@ class SqliteDatabase:
                 # so the file is being written. This connection's reads go on (WAL);
                 # its writes meet the timeout as any would. Refusing it failed reads
                 # too: a burst of new streams on a busy machine answered 503.
-                if getattr(exc, "sqlite_errorcode", None) is None or exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # the primary code (Python 3.11+)
                     raise
         except BaseException:
             connection.close()
