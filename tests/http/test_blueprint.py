@@ -95,6 +95,33 @@ def test_other_methods_on_the_endpoint_are_405_json(app: Flask, method: str) -> 
     assert "POST" in response.headers["Allow"]
 
 
+@pytest.mark.parametrize("prefix", ["/mcp", "/", "/api/v1/mcp"])
+def test_unlisted_methods_are_405_json_under_any_prefix_and_the_apps_routes_keep_theirs(prefix: str) -> None:
+    app = build_app(MCP_URL_PREFIX=prefix)
+
+    @app.route("/own", methods=["GET"])
+    def own() -> str:
+        return "own"
+
+    client = app.test_client()
+    endpoint = prefix
+    health = prefix.rstrip("/") + "/health"
+    for path, allow in ((endpoint, {"POST", "DELETE"}), (health, {"GET"})):
+        response = client.open(path, method="PROPFIND")
+        assert_json_error(response, 405)
+        assert set(response.headers["Allow"].replace(" ", "").split(",")) == allow
+        assert "PROPFIND" in response.get_json()["error"]["message"]
+    assert client.open("/own", method="PROPFIND").mimetype == "text/html"  # Werkzeug's, as before
+    assert client.open(endpoint, method="OPTIONS").status_code == 200  # Flask's automatic OPTIONS stays
+    assert client.get(health).status_code == 200
+
+
+def test_the_endpoint_puts_no_hook_on_the_apps_other_requests(app: Flask) -> None:
+    # An app-wide before_request cost every request of the app ~7 400 instructions (bench/README.md).
+    assert app.before_request_funcs.get(None, []) == []
+    assert app.url_value_preprocessors.get(None, []) == []
+
+
 def test_health_reports_ok_with_server_name_and_version(app: Flask) -> None:
     response = app.test_client().get("/mcp/health")
     assert response.status_code == 200
