@@ -159,7 +159,9 @@ def build_input(
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            return dict(validator.validate_python(arguments))
+            # A new plain dict (pydantic builds one for a TypedDict): the caller may add to it.
+            validated: dict[str, Any] = validator.validate_python(arguments)
+            return validated
         except pydantic.ValidationError as exc:
             raise _arguments_error(tool_name, exc) from None
 

@@ -141,8 +141,11 @@ class EnvironHeaderView(Mapping[str, str]):
         self.environ = environ
 
     def get(self, key: str, default: Any = None) -> Any:
-        name = _ENVIRON_KEYS.get(key)
-        return self.environ.get(name if name is not None else _environ_key(key), default)
+        try:
+            name = _ENVIRON_KEYS[key]
+        except KeyError:
+            name = _environ_key(key)
+        return self.environ.get(name, default)
 
     def __getitem__(self, key: str) -> str:
         value = self.get(key)

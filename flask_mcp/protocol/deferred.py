@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from .bus import MessageBus
 from .cancellation import Cancellations, Watch
+from .input_requests import ASKING_CAPABILITIES
 from .request_info import RequestCancelled, RequestInfo
 from .session import StoreUnavailable
 from .transport import Emit, EndConnection, Reply, discard, store_unavailable
@@ -16,8 +17,6 @@ logger = logging.getLogger("flask_mcp")
 
 #: Methods that run application code, which may produce messages before its result.
 STREAMABLE_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
-#: Client capabilities that let a legacy request ask the client something mid-call.
-_ASKING = frozenset({"elicitation", "sampling", "roots"})
 
 
 def may_stream(request: RequestInfo) -> bool:
@@ -27,7 +26,7 @@ def may_stream(request: RequestInfo) -> bool:
         return False
     if request.progress_token is not None or request.log_threshold is not None:
         return True
-    return not request.revision.stateless and not _ASKING.isdisjoint(request.client_capabilities)
+    return not request.revision.stateless and not ASKING_CAPABILITIES.isdisjoint(request.client_capabilities)
 
 
 def run_deferred(

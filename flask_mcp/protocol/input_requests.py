@@ -30,6 +30,8 @@ CAPABILITY_OF = {
     "sampling/createMessage": "sampling",
     "roots/list": "roots",
 }
+#: The client capabilities without which a call cannot ask the client anything.
+ASKING_CAPABILITIES = frozenset(CAPABILITY_OF.values())
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import InternalError
-from .input_requests import STATE_LIFETIME, InputRequired, binding, opened, seal, unseal
+from .input_requests import ASKING_CAPABILITIES, STATE_LIFETIME, InputRequired, binding, opened, seal, unseal
 from .request_info import RequestInfo
 from .session import SessionStore
 
@@ -64,14 +64,20 @@ class RoundTrips:
         """Load the answers so far into ``request.input_responses``; returns what
         the state is bound to (empty on legacy revisions, which ask over a stream)
         as a function: most calls never ask, so the hash is computed only when
-        needed, from a copy of the arguments as the call received them."""
+        needed, from a copy of the arguments as the call received them. A call
+        whose client declared nothing it could be asked (no elicitation,
+        sampling or roots) never asks, and is bound to nothing."""
         if not request.revision.stateless:
             return _unbound
         params = request.params
+        state = params.get("requestState")
+        fresh = params.get("inputResponses")
+        if state is None and fresh is None and ASKING_CAPABILITIES.isdisjoint(request.client_capabilities):
+            return _unbound  # the usual call: nothing to load, nothing to copy
         answers: dict[str, Any] = {}
-        if params.get("requestState") is not None:
+        if state is not None:
             bound_to = binding(request.method, target, arguments, request.principal)
-            payload = unseal(params["requestState"], self._key(), bound_to=bound_to, now=self.clock())
+            payload = unseal(state, self._key(), bound_to=bound_to, now=self.clock())
             answers.update(payload.get("answers") or {})
 
             def bind() -> str:
@@ -84,7 +90,6 @@ class RoundTrips:
 
             def bind() -> str:
                 return binding(request.method, target, received, request.principal)
-        fresh = params.get("inputResponses")
         if isinstance(fresh, dict):
             answers.update(fresh)
         request.input_responses = answers

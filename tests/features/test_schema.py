@@ -112,6 +112,18 @@ def test_the_context_parameter_is_found_through_annotated_and_left_out_of_the_sc
     assert list(spec.schema["properties"]) == ["first", "last"]
 
 
+def test_validated_arguments_are_a_new_dict_the_call_may_add_to() -> None:
+    def tool(text: str, options: dict[str, Any] | None = None, anything: Any = None) -> str:
+        return text
+
+    arguments = {"text": "hi", "options": {"k": [1]}, "anything": {"z": 1}}
+    validated = build_input(tool, context_type=Ctx, tool_name="tool").validate(arguments)
+    validated["ctx"] = object()  # what Tool.invoke does with the context parameter
+
+    assert type(validated) is dict and validated is not arguments
+    assert arguments == {"text": "hi", "options": {"k": [1]}, "anything": {"z": 1}}
+
+
 def test_json_defaults_are_converted_and_others_left_out_of_the_schema() -> None:
     sentinel = object()
 
