@@ -156,7 +156,7 @@ class Tool:
         finally:
             current_request_var.reset(token)
         if type(value) is str and self.output is None:  # the commonest tool: text in, text out
-            return ToolOutcome([_text(value)])
+            return ToolOutcome([{"type": "text", "text": value}])
         return self._convert(value)
 
     def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:

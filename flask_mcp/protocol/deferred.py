@@ -24,6 +24,9 @@ def may_stream(request: RequestInfo) -> bool:
     progress or logs it asked for, or (legacy) requests to the client."""
     if request.method not in STREAMABLE_METHODS:
         return False
+    meta = request.meta
+    if meta is not None:  # 2026-07-28: what the request's _meta asks for, checked already
+        return meta.progress_token is not None or meta.log_level is not None
     if request.progress_token is not None or request.log_threshold is not None:
         return True
     return not request.revision.stateless and not ASKING_CAPABILITIES.isdisjoint(request.client_capabilities)

@@ -64,10 +64,9 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: dict
     sent = headers.get("mcp-method")
     if sent is None:
         raise HeaderMismatch(f"Missing Mcp-Method header: it must repeat the method ({method}).")
-    sent = sent.strip()
-    if decode_value(sent, "Mcp-Method") != method:
+    if not (sent == method and method in _LITERAL) and not _carries(sent, method, "Mcp-Method"):
         raise HeaderMismatch(
-            f"Mcp-Method header {sent!r} does not match the body's method {method!r}."
+            f"Mcp-Method header {sent.strip()!r} does not match the body's method {method!r}."
         )
     param = NAME_PARAM.get(method)
     if param is None:
@@ -78,10 +77,28 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: dict
     name = headers.get("mcp-name")
     if name is None:
         raise HeaderMismatch(f"Missing Mcp-Name header: it must repeat params.{param} ({target!r}).")
-    if decode_value(name.strip(), "Mcp-Name") != target:
+    if not (name == target and target in _LITERAL) and not _carries(name, target, "Mcp-Name"):
         raise HeaderMismatch(
             f"Mcp-Name header {name.strip()!r} does not match params.{param} {target!r}."
         )
+
+
+#: Values a header was seen to carry as they are (no surrounding space, nothing
+#: to decode): the same header again needs no decoding. Method and tool names,
+#: a few dozen; bounded in number and length, since clients choose them.
+_LITERAL: set[str] = set()
+_LITERAL_MAX = 512
+_LITERAL_MAX_LENGTH = 128
+
+
+def _carries(sent: str, value: str, header: str) -> bool:
+    """Whether the header value ``sent`` carries ``value`` (decoded, without
+    surrounding space); remembers a value that stands for itself."""
+    if decode_value(sent.strip(), header) != value:
+        return False
+    if sent == value and len(value) <= _LITERAL_MAX_LENGTH and len(_LITERAL) < _LITERAL_MAX:
+        _LITERAL.add(value)  # decoding the same text again gives the same answer
+    return True
 
 
 def check_param_headers(

@@ -21,6 +21,7 @@ MAX_JSON_DEPTH = 64
 MAX_ID_LENGTH = 256
 MAX_METHOD_LENGTH = 128
 _MAX_INT_ID = 2**63 - 1
+_NO_ID = object()
 
 
 @dataclass(slots=True)
@@ -169,8 +170,9 @@ def classify(obj: Any) -> Message:
         raise InvalidRequest("A JSON-RPC message must be a JSON object.")
     if obj.get("jsonrpc") != "2.0":
         raise InvalidRequest('A JSON-RPC message must carry "jsonrpc": "2.0".')
-    has_id = "id" in obj
-    if has_id and not _valid_id(obj["id"]):
+    request_id = obj.get("id", _NO_ID)
+    has_id = request_id is not _NO_ID
+    if has_id and not _valid_id(request_id):
         raise InvalidRequest(
             f"A JSON-RPC id must be a string of at most {MAX_ID_LENGTH} characters or a 64-bit integer (not null)."
         )
@@ -186,10 +188,10 @@ def classify(obj: Any) -> Message:
         if not isinstance(params, dict):
             raise InvalidRequest('"params" must be a JSON object when present.')
         if has_id:
-            return Request(obj["id"], method, params)
+            return Request(request_id, method, params)
         return Notification(method, params)
     if has_id and ("result" in obj) != ("error" in obj):
-        return ClientResponse(obj["id"], obj.get("result"), obj.get("error"))
+        return ClientResponse(request_id, obj.get("result"), obj.get("error"))
     raise InvalidRequest(
         "Not a JSON-RPC request, notification or response: a request needs "
         '"method" and "id", a notification "method", a response "id" and '

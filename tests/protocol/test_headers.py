@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from flask_mcp.protocol import headers
 from flask_mcp.protocol.errors import HeaderMismatch
 from flask_mcp.protocol.headers import (
     HeaderParam,
@@ -372,3 +373,30 @@ def test_http_tokens_are_recognised(name: str) -> None:
 @pytest.mark.parametrize("name", ["", " ", "a b", "a,b", "a;b", 'a"b', "a\x00"])
 def test_non_tokens_are_recognised(name: str) -> None:
     assert not is_header_token(name)
+
+
+# ---------------------------------------------------------------------- remembered literal values
+
+
+@pytest.mark.parametrize("target", [" echo", "echo\t", "=?base64?ZWNobw==?="])
+def test_a_value_that_does_not_stand_for_itself_is_refused_every_time(target: str) -> None:
+    # Repeated exactly, yet decoding (or stripping) changes it: never remembered as literal.
+    for _ in range(2):
+        with pytest.raises(HeaderMismatch):
+            check_standard_headers({"mcp-method": "tools/call", "mcp-name": target}, "tools/call", {"name": target})
+    assert target not in headers._LITERAL
+
+
+def test_literal_values_are_remembered_within_bounds() -> None:
+    headers._LITERAL.clear()
+    check_standard_headers({"mcp-method": "tools/call", "mcp-name": "echo"}, "tools/call", {"name": "echo"})
+    assert {"tools/call", "echo"} <= headers._LITERAL
+    long_name = "n" * (headers._LITERAL_MAX_LENGTH + 1)
+    check_standard_headers({"mcp-method": "tools/call", "mcp-name": long_name}, "tools/call", {"name": long_name})
+    assert long_name not in headers._LITERAL
+    for index in range(headers._LITERAL_MAX + 50):  # names a client chooses: the set stops growing
+        name = f"tool{index}"
+        check_standard_headers({"mcp-method": "tools/call", "mcp-name": name}, "tools/call", {"name": name})
+    assert len(headers._LITERAL) == headers._LITERAL_MAX
+    with pytest.raises(HeaderMismatch):  # a remembered name still has to be the one in the body
+        check_standard_headers({"mcp-method": "tools/call", "mcp-name": "echo"}, "tools/call", {"name": "other"})
