@@ -99,17 +99,22 @@ class Cancellations:
         with self._lock:
             if self._pid != process_id.current:  # forked: the parent's subscription and thread are not ours
                 self._watches, self._subscription, self._thread, self._pid = {}, None, None, process_id.current
-            subscribed = self._subscription is not None
-        if not subscribed:
-            # Before the call runs: a cancellation published from now on is delivered.
-            # Outside the lock: a slow backend delays this call only, not every call.
-            self._subscribe()
+            if self._subscription is not None:  # the usual call: subscribed already, one lock taken
+                self._add(watch)
+                return watch
+        # Before the call runs: a cancellation published from now on is delivered.
+        # Outside the lock: a slow backend delays this call only, not every call.
+        self._subscribe()
         with self._lock:
-            self._watches.setdefault(watch._key, []).append(watch)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="flask-mcp-cancellations", daemon=True)
-                self._thread.start()
+            self._add(watch)
         return watch
+
+    def _add(self, watch: Watch) -> None:
+        """Register ``watch`` (under the lock), with the thread that waits on the bus."""
+        self._watches.setdefault(watch._key, []).append(watch)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="flask-mcp-cancellations", daemon=True)
+            self._thread.start()
 
     def drain(self) -> None:
         """Hand what the bus delivered to the calls it cancels."""

@@ -50,7 +50,8 @@ class ProcessLock:
         return self._lock
 
     def __enter__(self) -> bool:
-        return bool(self._current().acquire())
+        lock = self._lock if self._pid == current else self._current()  # the usual case without a call
+        return bool(lock.acquire())
 
     def __exit__(self, *exc_info: object) -> None:
         self._lock.release()
