@@ -38,10 +38,11 @@ EVENT_STREAM = "text/event-stream"
 
 def create_blueprint() -> Blueprint:
     bp = Blueprint("mcp", __name__)
-    bp.add_url_rule("", "post", _post, methods=["POST"])
-    bp.add_url_rule("", "get", _get, methods=["GET"])
-    bp.add_url_rule("", "delete", _delete, methods=["DELETE"])
-    bp.add_url_rule("/health", "health", _health, methods=["GET"])
+    # OPTIONS is answered by the view for the other methods (see _route_unlisted_methods).
+    bp.add_url_rule("", "post", _post, methods=["POST"], provide_automatic_options=False)
+    bp.add_url_rule("", "get", _get, methods=["GET"], provide_automatic_options=False)
+    bp.add_url_rule("", "delete", _delete, methods=["DELETE"], provide_automatic_options=False)
+    bp.add_url_rule("/health", "health", _health, methods=["GET"], provide_automatic_options=False)
     bp.register_error_handler(Exception, _unexpected)
     bp.record(_route_unlisted_methods)
     return bp
@@ -55,23 +56,36 @@ def _route_unlisted_methods(setup: BlueprintSetupState) -> None:
     it, Werkzeug's router refuses such a method with an HTML page, before any
     view or blueprint error handler runs. A rule costs the app's other
     requests nothing; the app-wide ``before_request`` hook that did this
-    before cost ~7 400 instructions on every request (bench/README.md)."""
+    before cost ~7 400 instructions on every request (bench/README.md).
+
+    That view also answers ``OPTIONS`` (``200`` and ``Allow``, as Flask's
+    automatic answer did): Flask finds the allowed methods by matching a
+    method no rule lists, which the rule without methods would match, so the
+    endpoint's own rules opt out of the automatic answer."""
     app = setup.app
     endpoint = setup.url_prefix or "/"
-    paths = {endpoint: ("POST", "DELETE"), endpoint.rstrip("/") + "/health": ("GET",)}
-    for index, (path, methods) in enumerate(paths.items()):
+    paths = {
+        endpoint: (("POST", "DELETE"), ("GET", "HEAD", "POST", "DELETE", "OPTIONS")),
+        endpoint.rstrip("/") + "/health": (("GET",), ("GET", "HEAD", "OPTIONS")),
+    }
+    for index, (path, (refused_hint, served)) in enumerate(paths.items()):
         name = f"{setup.name_prefix}.{setup.name}.unlisted{index}".lstrip(".")  # as Blueprint.add_url_rule names it
         app.url_map.add(app.url_rule_class(path, endpoint=name, subdomain=setup.subdomain))
-        app.view_functions[name] = _refusal(methods)
+        app.view_functions[name] = _unlisted_view(refused_hint, served)
 
 
-def _refusal(methods: tuple[str, ...]) -> Callable[[], Response]:
-    """The view for the methods a path does not serve."""
-    hint = "POST (or DELETE to end a session)" if "POST" in methods else " or ".join(methods)
+def _unlisted_view(allow: tuple[str, ...], served: tuple[str, ...]) -> Callable[[], Response]:
+    """The view for the methods a path's own rules do not list: ``OPTIONS``
+    gets the methods ``served``; any other the JSON-RPC ``405`` with ``allow``."""
+    hint = "POST (or DELETE to end a session)" if "POST" in allow else " or ".join(allow)
 
     def unlisted() -> Response:
+        if request.method == "OPTIONS":
+            response: Response = current_app.response_class()
+            response.allow.update(served)
+            return response
         _guard(_state())
-        raise MethodNotAllowedHere(f"{request.method} is not supported here: use {hint}.", methods)
+        raise MethodNotAllowedHere(f"{request.method} is not supported here: use {hint}.", allow)
 
     return unlisted
 

@@ -112,8 +112,22 @@ def test_unlisted_methods_are_405_json_under_any_prefix_and_the_apps_routes_keep
         assert set(response.headers["Allow"].replace(" ", "").split(",")) == allow
         assert "PROPFIND" in response.get_json()["error"]["message"]
     assert client.open("/own", method="PROPFIND").mimetype == "text/html"  # Werkzeug's, as before
-    assert client.open(endpoint, method="OPTIONS").status_code == 200  # Flask's automatic OPTIONS stays
     assert client.get(health).status_code == 200
+
+
+@pytest.mark.parametrize("prefix", ["/mcp", "/"])
+def test_options_answers_200_with_the_methods_served(prefix: str) -> None:
+    # As Flask's automatic OPTIONS answered before the rule without methods came.
+    client = build_app(MCP_URL_PREFIX=prefix).test_client()
+    health = prefix.rstrip("/") + "/health"
+
+    endpoint_options = client.open(prefix, method="OPTIONS")
+    health_options = client.open(health, method="OPTIONS")
+
+    assert endpoint_options.status_code == 200 and endpoint_options.data == b""
+    assert set(endpoint_options.headers["Allow"].split(", ")) == {"GET", "HEAD", "POST", "DELETE", "OPTIONS"}
+    assert health_options.status_code == 200
+    assert set(health_options.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS"}
 
 
 def test_the_endpoint_puts_no_hook_on_the_apps_other_requests(app: Flask) -> None:
