@@ -70,8 +70,27 @@ def _route_unlisted_methods(setup: BlueprintSetupState) -> None:
     }
     for index, (path, (refused_hint, served)) in enumerate(paths.items()):
         name = f"{setup.name_prefix}.{setup.name}.unlisted{index}".lstrip(".")  # as Blueprint.add_url_rule names it
-        app.url_map.add(app.url_rule_class(path, endpoint=name, subdomain=setup.subdomain))
+        rule = app.url_rule_class(path, endpoint=name, subdomain=setup.subdomain)
+        rule.methods = _EVERY_METHOD  # type: ignore[assignment]
+        app.url_map.add(rule)
         app.view_functions[name] = _unlisted_view(refused_hint, served)
+
+
+class _EveryMethod(frozenset):  # type: ignore[type-arg]
+    """The methods of the rule for unlisted methods: every method is in it,
+    which is how Werkzeug's router asks (``method in rule.methods``); to code
+    that lists an app's routes it is empty. Werkzeug's own "any method"
+    (``methods=None``) would match the same, but tools that document or list
+    routes call ``rule.methods.difference(...)`` and would fail on ``None``.
+    tests/http/test_blueprint.py checks both sides."""
+
+    __slots__ = ()
+
+    def __contains__(self, method: object) -> bool:
+        return True
+
+
+_EVERY_METHOD = _EveryMethod()
 
 
 def _unlisted_view(allow: tuple[str, ...], served: tuple[str, ...]) -> Callable[[], Response]:

@@ -115,6 +115,15 @@ def test_unlisted_methods_are_405_json_under_any_prefix_and_the_apps_routes_keep
     assert client.get(health).status_code == 200
 
 
+def test_tools_that_list_routes_see_no_methods_on_the_rules_for_unlisted_ones(app: Flask) -> None:
+    # What route-listing tools (API doc generators, `flask routes`) do with every rule.
+    listed = {(rule.rule, method) for rule in app.url_map.iter_rules()
+              for method in rule.methods.difference({"HEAD", "OPTIONS"})}  # type: ignore[union-attr]
+    assert listed == {("/mcp", "POST"), ("/mcp", "GET"), ("/mcp", "DELETE"), ("/mcp/health", "GET"),
+                      ("/static/<path:filename>", "GET")}
+    assert app.test_client().open("/mcp", method="LOCK").status_code == 405  # the router still sends LOCK there
+
+
 @pytest.mark.parametrize("prefix", ["/mcp", "/"])
 def test_options_answers_200_with_the_methods_served(prefix: str) -> None:
     # As Flask's automatic OPTIONS answered before the rule without methods came.
