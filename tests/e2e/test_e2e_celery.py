@@ -378,16 +378,23 @@ def test_a_celery_task_s_span_continues_its_call_s_trace_and_its_worker_counts_i
                                      "jsonrpc.request.id": call["attributes"]["jsonrpc.request.id"]}
         assert run["status"]["status_code"] == "UNSET"
 
+        def running_on_worker(exports: list[dict[str, Any]]) -> list[Any]:
+            return [value for service, _, value in _points(exports, "flask_mcp.tasks.running")
+                    if service == f"celery-app-{worker}"]
+
         def counted(exports: list[dict[str, Any]]) -> bool:
-            return any(service == f"celery-app-{worker}" and value == 1
-                       for service, _, value in _points(exports, "flask_mcp.tasks.ended"))
+            # The task is counted as ended inside its run, and stops counting as running just
+            # after: an export between the two shows both, so wait for the one after it too.
+            ended = any(service == f"celery-app-{worker}" and value == 1
+                        for service, _, value in _points(exports, "flask_mcp.tasks.ended"))
+            running = running_on_worker(exports)
+            return ended and bool(running) and running[-1] == 0
 
         exports = _exported(base, "metrics.", counted)
         ended = [(attributes, value) for service, attributes, value in _points(exports, "flask_mcp.tasks.ended")
                  if service == f"celery-app-{worker}"]
         assert ended and ended[-1] == ({"flask_mcp.task.status": "completed"}, 1)
-        running = [value for service, _, value in _points(exports, "flask_mcp.tasks.running")
-                   if service == f"celery-app-{worker}"]
+        running = running_on_worker(exports)
         assert 1 in running and running[-1] == 0  # counted while the tool ran (1 s; an export every 100 ms)
     finally:
         stack.stop()
