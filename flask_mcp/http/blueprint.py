@@ -213,7 +213,7 @@ def _environ_key(name: str) -> str:
 
 
 def _post() -> Response:
-    req = _request()
+    req: Request = request._get_current_object()  # type: ignore[attr-defined]  # as _request(), without its call
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     state: MCPState = app.extensions["mcp"]
     _guard(state, req, app)
@@ -234,7 +234,7 @@ def _post() -> Response:
     notifications: list[dict[str, Any]] = []
     reply = state.server.handle_post(
         EnvironHeaderView(environ), body, notifications.append,
-        _subject(principal), principal,
+        principal.subject if principal is not None else None, principal,
         endpoint_url=lambda: req.base_url,  # as the client used it (ProxyFix-aware); built only when needed
         # In HeldResponse, before the response's first bytes go out; unless the
         # app's own response class would replace it (make_response retypes a response).

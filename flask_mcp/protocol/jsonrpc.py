@@ -72,7 +72,13 @@ def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if not body or body.isspace():  # no stripped copy of the body
         raise ParseError("Empty request body: send one JSON-RPC message as JSON.")
     scan = body.translate(_SCAN)
-    payload = _decode(body, scan, max_depth)
+    if _orjson is not None and _LONG_DIGIT_RUN not in scan:  # _decode's first step, without its call
+        try:
+            payload = _orjson.loads(body)
+        except _orjson.JSONDecodeError:
+            payload = _decode_stdlib(body, max_depth)
+    else:
+        payload = _decode_stdlib(body, max_depth)
     # Only a body with more brackets than the limit can be too deep.
     if scan.count(b"[") > max_depth and _deeper_than(payload, max_depth):
         raise TooDeep(max_depth, readable_id(payload))
@@ -99,6 +105,11 @@ def _decode(body: bytes, scan: bytes, max_depth: int | None) -> Any:
             return _orjson.loads(body)
         except _orjson.JSONDecodeError:
             pass
+    return _decode_stdlib(body, max_depth)
+
+
+def _decode_stdlib(body: bytes, max_depth: int | None) -> Any:
+    """:func:`_decode` through the stdlib."""
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
