@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, Request, Response, current_app, g, has_request_context, request_tearing_down
-from flask.sessions import SecureCookieSession, SessionInterface, SessionMixin
+from flask.sessions import SessionInterface, SessionMixin
 
 logger = logging.getLogger("flask_mcp")
 
@@ -132,9 +132,11 @@ def login_manager_loader() -> Callable[[Any], Any] | None:
 # ---------------------------------------------------------------------- the endpoint's session
 
 
-class EndpointSession(SecureCookieSession):
+class EndpointSession(dict, SessionMixin):  # type: ignore[type-arg]
     """The session of a request to the endpoint: empty, writable (the app's
-    hooks may write to it), never saved."""
+    hooks may write to it), never saved. A plain dict: it needs none of
+    ``SecureCookieSession``'s change tracking, whose constructor ran two
+    calls per request."""
 
 
 class EndpointSessions(SessionInterface):
@@ -160,7 +162,8 @@ class EndpointSessions(SessionInterface):
             return self.inner.open_session(app, request)
         if self.pending:
             self.pending[:] = [check for check in self.pending if not check()]
-        begin_endpoint_request(app)
+        if getattr(app, "login_manager", None) is not None:  # (begin_endpoint_request's own test, without its call)
+            begin_endpoint_request(app)
         return EndpointSession()
 
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:

@@ -35,16 +35,19 @@ def _hostname(host_header: str) -> str:
 def check_host(server_name: str, host_header: str, settings: Settings) -> None:
     """A server listening on loopback answers only loopback host names (plus
     ``MCP_ALLOWED_HOSTS``): a foreign ``Host`` is a rebinding attack."""
-    if _host_allowed(server_name, host_header, settings.allowed_hosts):
-        return
-    raise HostNotAllowed(
+    if not host_allowed(server_name, host_header, settings.allowed_hosts):
+        raise host_refused(server_name, host_header)
+
+
+def host_refused(server_name: str, host_header: str) -> HostNotAllowed:
+    return HostNotAllowed(
         f"Host {host_header!r} is not allowed for a server bound to {server_name}: "
         "add it to MCP_ALLOWED_HOSTS if it is yours."
     )
 
 
 @functools.lru_cache(maxsize=256)
-def _host_allowed(server_name: str, host_header: str, allowed_hosts: tuple[str, ...]) -> bool:
+def host_allowed(server_name: str, host_header: str, allowed_hosts: tuple[str, ...]) -> bool:
     """:func:`check_host`'s decision, remembered: a server sees few distinct pairs."""
     if not is_loopback(server_name) or is_loopback(_hostname(host_header)):
         return True

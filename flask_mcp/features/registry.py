@@ -28,6 +28,9 @@ class NamedRegistry(Generic[E]):
         self.singular = singular
         self.on_list_changed: list[ListChanged] = []
         self._entries: dict[str, E] = {}
+        #: The entry of that name, or ``None``: the dict's own ``get`` (changed
+        #: in place only), which a ``tools/call`` asks without a frame of ours.
+        self.find: Callable[[str], E | None] = self._entries.get
         self._definitions: list[dict[str, Any]] = []
         self._generation = 0
         self._lock = threading.Lock()
@@ -63,9 +66,6 @@ class NamedRegistry(Generic[E]):
     def definitions(self) -> Sequence[dict[str, Any]]:
         """Every definition, in registration order."""
         return self._definitions
-
-    def find(self, name: str) -> E | None:
-        return self._entries.get(name)
 
     def declared_scopes(self) -> set[str]:
         """Every scope an entry asks for (for protected resource metadata)."""

@@ -33,41 +33,10 @@ from werkzeug.http import HTTP_STATUS_CODES
 JSON = "application/json"
 
 
-def _built(data: bytes, status: int, status_line: str, cls: type[Response]) -> Response:
-    headers = Headers.__new__(Headers)
-    headers.__dict__["_list"] = [("Content-Type", JSON), ("Content-Length", str(len(data)))]
-    response = cls.__new__(cls)
-    response.__dict__.update(
-        headers=headers,
-        _status=status_line,
-        _status_code=status,
-        direct_passthrough=False,
-        _on_close=[],
-        response=[data],
-    )
-    return response
-
-
 def _state(response: Response) -> dict[str, Any]:
     state = dict(vars(response))
     state["headers"] = list(response.headers.items())
     return state
-
-
-def _matches_werkzeug() -> bool:
-    """Whether :func:`_built` makes what Werkzeug's own constructor makes."""
-    try:
-        for status in (200, 400):
-            reference = Response(b'{"a":1}', status, content_type=JSON)
-            if _state(_built(b'{"a":1}', status, reference.status, Response)) != _state(reference):
-                return False
-    except Exception:  # noqa: BLE001 - any difference means: use the constructor
-        return False
-    return True
-
-
-_STATUS_LINES: dict[int, str] = {}
-_DIRECT = _matches_werkzeug()
 
 
 def json_response(data: bytes, status: int, cls: type[Response] = Response) -> Response:
@@ -79,4 +48,37 @@ def json_response(data: bytes, status: int, cls: type[Response] = Response) -> R
         if not _DIRECT or status not in HTTP_STATUS_CODES:
             return cls(data, status, content_type=JSON)
         line = _STATUS_LINES[status] = Response(status=status).status
-    return _built(data, status, line, cls)
+    headers = Headers.__new__(Headers)
+    headers.__dict__["_list"] = [("Content-Type", JSON), ("Content-Length", str(len(data)))]
+    response = cls.__new__(cls)
+    response.__dict__.update(
+        headers=headers,
+        _status=line,
+        _status_code=status,
+        direct_passthrough=False,
+        _on_close=[],
+        response=[data],
+    )
+    return response
+
+
+def _matches_werkzeug() -> bool:
+    """Whether :func:`json_response`'s direct build (taken for a status whose
+    line is known) makes what Werkzeug's own constructor makes."""
+    try:
+        for status in (200, 400):
+            reference = Response(b'{"a":1}', status, content_type=JSON)
+            _STATUS_LINES[status] = reference.status
+            if _state(json_response(b'{"a":1}', status)) != _state(reference):
+                return False
+    except Exception:  # noqa: BLE001 - any difference means: use the constructor
+        return False
+    finally:
+        _STATUS_LINES.clear()
+    return True
+
+
+#: Status -> status line, for the statuses answered so far; only filled while
+#: the direct build is on, and the direct build is taken only for these.
+_STATUS_LINES: dict[int, str] = {}
+_DIRECT = _matches_werkzeug()

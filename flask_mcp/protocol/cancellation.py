@@ -51,11 +51,24 @@ class Watch:
     def is_cancelled(self) -> bool:
         """Whether the call was cancelled; reads what the bus delivered so far."""
         if not self.cancelled:
-            self._cancellations.drain()
+            subscription = self._cancellations._subscription  # (drain()'s own first test, without its call)
+            ready = getattr(subscription, "ready", None)
+            if subscription is not None and (ready is None or ready()):
+                self._cancellations.drain()
         return self.cancelled
 
     def close(self) -> None:
-        self._cancellations._forget(self)
+        """Stop watching (under the process's lock: a call in and out of the table per call)."""
+        cancellations = self._cancellations
+        with cancellations._lock.get():
+            watches = cancellations._watches.get(self._key)
+            if watches is None or self not in watches:
+                return
+            watches.remove(self)
+            if not watches:
+                del cancellations._watches[self._key]
+                if not cancellations._watches:
+                    cancellations._idle_since = time.monotonic()
 
     def __enter__(self) -> Watch:
         return self
@@ -95,12 +108,12 @@ class Cancellations:
     def watch(self, session_id: str, request_id: RequestId) -> Watch:
         """Start watching for the cancellation of one call. Raises
         :class:`StoreUnavailable` when the bus cannot be subscribed to."""
-        watch = Watch(self, _key(session_id, request_id))
-        with self._lock:
+        watch = Watch(self, (session_id, type(request_id).__name__, request_id))  # (_key, without its call)
+        with self._lock.get():
             if self._pid != process_id.current:  # forked: the parent's subscription and thread are not ours
                 self._watches, self._subscription, self._thread, self._pid = {}, None, None, process_id.current
-            if self._subscription is not None:  # the usual call: subscribed already, one lock taken
-                self._add(watch)
+            if self._subscription is not None and self._thread is not None:  # the usual call: one lock taken
+                self._watches.setdefault(watch._key, []).append(watch)  # (_add, without its call)
                 return watch
         # Before the call runs: a cancellation published from now on is delivered.
         # Outside the lock: a slow backend delays this call only, not every call.
@@ -149,17 +162,6 @@ class Cancellations:
             return
         for watch in self._watches.get(_key(session_id, request_id), ()):
             watch.cancelled = True
-
-    def _forget(self, watch: Watch) -> None:
-        with self._lock:
-            watches = self._watches.get(watch._key)
-            if watches is None or watch not in watches:
-                return
-            watches.remove(watch)
-            if not watches:
-                del self._watches[watch._key]
-                if not self._watches:
-                    self._idle_since = time.monotonic()
 
     def _subscribe(self) -> None:
         """Subscribe to the channel unless another thread just did (then the

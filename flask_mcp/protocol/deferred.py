@@ -9,7 +9,7 @@ from collections.abc import Callable
 from .bus import MessageBus
 from .cancellation import Cancellations, Watch
 from .input_requests import ASKING_CAPABILITIES
-from .request_info import RequestCancelled, RequestInfo
+from .request_info import DEFAULT_LEGACY_LOG_LEVEL, RequestCancelled, RequestInfo
 from .session import StoreUnavailable
 from .transport import Emit, EndConnection, Reply, discard, store_unavailable
 
@@ -27,7 +27,15 @@ def may_stream(request: RequestInfo) -> bool:
     meta = request.meta
     if meta is not None:  # 2026-07-28: what the request's _meta asks for, checked already
         return meta.progress_token is not None or meta.log_level is not None
-    if request.progress_token is not None or request.log_threshold is not None:
+    # Legacy: request.log_threshold and request.progress_token, each asked
+    # only when the session or the request's _meta leaves the answer open.
+    session = request.session
+    if session is not None and not request.revision.stateless:
+        if session.log_level or DEFAULT_LEGACY_LOG_LEVEL is not None:
+            return True
+    elif request.log_threshold is not None:
+        return True
+    if isinstance(request.params.get("_meta"), dict) and request.progress_token is not None:
         return True
     return not request.revision.stateless and not ASKING_CAPABILITIES.isdisjoint(request.client_capabilities)
 
@@ -62,7 +70,7 @@ def run_cancellable(
     """Run ``answer``; ``None`` when the request was cancelled meanwhile. With
     ``cancellations`` (a legacy session's call), ``notifications/cancelled``
     from any worker sets ``request.is_cancelled``; otherwise it is left as set."""
-    watch = _watch(request, cancellations)
+    watch = None if cancellations is None else _watch(request, cancellations)
     if watch is not None:
         request.is_cancelled = watch.is_cancelled
     try:

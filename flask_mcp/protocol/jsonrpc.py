@@ -89,7 +89,12 @@ def decode_exact(data: bytes) -> Any:
     """JSON as the stdlib reads it (integers of any size stay exact), through
     orjson when installed; no depth limit, for records this package wrote.
     Invalid JSON (NaN included) is a :class:`ParseError`."""
-    return _decode(data, data.translate(_SCAN), None)
+    if _orjson is not None and _LONG_DIGIT_RUN not in data.translate(_SCAN):  # _decode's first step, without its call
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass
+    return _decode_stdlib(data, None)
 
 
 def _decode(body: bytes, scan: bytes, max_depth: int | None) -> Any:
@@ -183,7 +188,9 @@ def classify(obj: Any) -> Message:
         raise InvalidRequest('A JSON-RPC message must carry "jsonrpc": "2.0".')
     request_id = obj.get("id", _NO_ID)
     has_id = request_id is not _NO_ID
-    if has_id and not _valid_id(request_id):
+    if has_id and not (type(request_id) is int and -_MAX_INT_ID <= request_id <= _MAX_INT_ID) and not _valid_id(
+        request_id
+    ):  # (the usual id, an int in range, without the call)
         raise InvalidRequest(
             f"A JSON-RPC id must be a string of at most {MAX_ID_LENGTH} characters or a 64-bit integer (not null)."
         )

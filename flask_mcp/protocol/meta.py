@@ -28,12 +28,6 @@ class RequestMeta:
     progress_token: str | int | None
 
 
-def carries_modern_meta(params: dict[str, Any]) -> bool:
-    """Whether a request marks itself as 2026-07-28 style through ``_meta``."""
-    meta = params.get("_meta")
-    return isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
-
-
 def parse_request_meta(params: dict[str, Any]) -> RequestMeta:
     """Validate the reserved ``_meta`` keys; a malformed request gets ``-32602``."""
     meta = params.get("_meta")

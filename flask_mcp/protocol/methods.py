@@ -8,12 +8,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from . import jsonrpc
 from .errors import InternalError, InvalidParams, MissingClientCapability
 from .headers import check_param_headers
 from .info import ProtocolOptions, ServerInfo
+from .input_requests import ASKING_CAPABILITIES
 from .meta import LOG_LEVELS
 from .pagination import page
 from .prompt_methods import CompletionMethods, PromptMethods
@@ -23,7 +25,7 @@ from .request_info import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutc
 from .resource_methods import ResourceMethods
 from .round_trips import Interim, RoundTrips
 from .session import SessionStore
-from .shaping import block_for
+from .shaping import PLAIN_TEXT_KEYS, block_for
 from .skill_methods import SkillMethods
 from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
 from .task_methods import Tasks
@@ -267,11 +269,17 @@ class Methods:
         revision = request.revision
         if revision.stateless and tool.header_params:
             check_param_headers(request.headers, tool.header_params, arguments)
-        call: Callable[[], Any] = lambda: tool.invoke(arguments, request)  # noqa: E731
-        if tool.task_support is not None and revision.stateless:
-            call = self._task_call(request, tool, arguments)
+        plain = tool.task_support is None or not revision.stateless
+        outcome: ToolOutcome | Interim | dict[str, Any]
         try:
-            outcome = self.rounds.run(request, name, arguments, call, self.sessions)
+            if plain and request.session is None and (
+                params.get("requestState") is None and params.get("inputResponses") is None
+                and ASKING_CAPABILITIES.isdisjoint(request.client_capabilities)
+            ):  # the usual 2026-07-28 call: no answers to load, no session data to save (RoundTrips.run's own test)
+                outcome = tool.invoke(arguments, request)
+            else:
+                call = partial(tool.invoke, arguments, request) if plain else self._task_call(request, tool, arguments)
+                outcome = self.rounds.run(request, name, arguments, call, self.sessions)
         except InvalidToolArguments as exc:
             if not revision.argument_errors_as_results:
                 raise InvalidParams(exc.message, data={"errors": exc.details}) from None
@@ -329,7 +337,10 @@ def _fail(record: TaskRecord, message: str, error: dict[str, Any]) -> bool:
 
 
 def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
-    result: dict[str, Any] = {"content": [block_for(block, revision) for block in outcome.content]}
+    content = outcome.content
+    if not (len(content) == 1 and content[0].keys() == PLAIN_TEXT_KEYS and content[0]["type"] == "text"):
+        content = [block_for(block, revision) for block in content]  # (one text block: the same in every revision)
+    result: dict[str, Any] = {"content": content}
     if outcome.has_structured and revision.structured_output:
         result["structuredContent"] = outcome.structured
     if outcome.is_error:

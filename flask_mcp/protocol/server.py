@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from . import jsonrpc
@@ -33,7 +34,7 @@ from .events import EventLog, Resume, parse_event_id, stream_key
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
-from .meta import SERVER_INFO_KEY, carries_modern_meta, parse_request_meta
+from .meta import PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, parse_request_meta
 from .methods import Instructions, Methods
 from .observe import Observer
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
@@ -45,6 +46,7 @@ from .task_methods import Tasks
 from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
 from .versions import (
     DEFAULT_LEGACY_VERSION,
+    LEGACY_VERSIONS,
     REVISIONS,
     STATELESS_VERSIONS,
     SUPPORTED_VERSIONS,
@@ -137,15 +139,19 @@ class Server:
             except MCPError as exc:
                 return self._error_reply(None, exc, 400)
             if isinstance(payload, list):
+                incoming.read_session_id()
                 return self._handle_batch(payload, incoming)
             try:
                 message = jsonrpc.classify(payload)
             except MCPError as exc:
                 return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
-            if incoming.header_version in STATELESS_VERSIONS or (
-                not isinstance(message, ClientResponse) and carries_modern_meta(message.params)
+            if incoming.header_version in STATELESS_VERSIONS or (  # or a _meta that marks the request 2026-07-28 style
+                not isinstance(message, ClientResponse)
+                and isinstance(meta := message.params.get("_meta"), dict) and PROTOCOL_VERSION_KEY in meta
             ):
                 return self._handle_stateless(message, incoming)
+            session_id = headers.get("mcp-session-id")  # (incoming.read_session_id(), without its call)
+            incoming.session_id = (session_id.strip() or None) if session_id is not None else None
             return self._handle_legacy(message, incoming)
         except StoreUnavailable as exc:
             return store_unavailable(exc, message.id if isinstance(message, Request) else None)
@@ -155,7 +161,7 @@ class Server:
         ``Last-Event-ID`` on a live session resumes that stream (``Reply.resume``);
         any other GET gets ``None``, and the HTTP layer answers that no stream is offered."""
         incoming = Incoming(headers, discard, principal)
-        if not incoming.session_id:
+        if not incoming.read_session_id():
             return None
         try:
             session = self._find_session(incoming)
@@ -190,7 +196,7 @@ class Server:
     def handle_delete(self, headers: Mapping[str, str], principal: str | None = None) -> Reply:
         """End the legacy session named by ``Mcp-Session-Id``."""
         incoming = Incoming(headers, discard, principal)
-        if not incoming.session_id:
+        if not incoming.read_session_id():
             return self._error_reply(None, SessionRequired(), 400)
         try:
             session = self._find_session(incoming)
@@ -239,8 +245,10 @@ class Server:
             check_standard_headers(incoming.headers, message.method, message.params)
         except MCPError as exc:
             return self._error_reply(message.id, exc, 400)
-        request = incoming.request_info(
-            message, REVISIONS[meta.protocol_version], meta.client_info, meta.client_capabilities, meta=meta
+        request = RequestInfo(  # as incoming.request_info() builds it, without its call
+            REVISIONS[meta.protocol_version], message.method, message.params, incoming.headers, message.id,
+            meta.client_info, meta.client_capabilities, None, meta, incoming.principal, incoming.auth, incoming.emit,
+            endpoint=incoming.endpoint_url,
         )
         if message.method == "subscriptions/listen":
             return self._listen(message, request)
@@ -264,7 +272,9 @@ class Server:
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
         request_id = message.id if isinstance(message, Request) else None
         try:
-            check_legacy_version_header(incoming.header_version)
+            header_version = incoming.header_version
+            if header_version is not None and header_version not in LEGACY_VERSIONS:
+                check_legacy_version_header(header_version)  # raises
             if isinstance(message, Request) and message.method == "initialize":
                 return self._dispatch_initialize(message, incoming)
             session = self._require_session(incoming)
@@ -294,9 +304,10 @@ class Server:
         if message.method == "initialize":
             error = InvalidRequest("initialize must be sent alone, as the first request of a session.")
             return Reply(400, jsonrpc.error_message(message.id, error))
-        request = incoming.request_info(
-            message, REVISIONS[session.protocol_version], session.client_info,
-            session.client_capabilities, session=session,
+        request = RequestInfo(  # as incoming.request_info() builds it, without its call
+            REVISIONS[session.protocol_version], message.method, message.params, incoming.headers, message.id,
+            session.client_info, session.client_capabilities, session, None, incoming.principal, incoming.auth,
+            incoming.emit, endpoint=incoming.endpoint_url,
         )
         return self._answer(message, request, defer=defer)
 
@@ -394,7 +405,10 @@ class Server:
                 if self.observer is not None:  # its span and access record end at the hand-off
                     return self.observer.request(message, request, self._durable_reply)
                 return self._durable_reply(message, request)
-            if may_stream(request):
+            meta = request.meta  # (may_stream's answer for a 2026-07-28 request, without its call)
+            if (meta.progress_token is not None or meta.log_level is not None) if meta is not None else may_stream(
+                request
+            ):
 
                 def run(emit: Emit | None, closed: Callable[[], bool], end: EndConnection | None) -> Reply | None:
                     return run_deferred(lambda: self._answer(message, request), request, self.bus, emit, closed,
@@ -405,7 +419,10 @@ class Server:
                 return Reply(200, deferred=run, resumable_session=session.id if session and resumable else None)
             if request.session is not None and self.cancellations is not None:
                 # Answered as plain JSON, and still cancellable: a cancelled call gets no answer.
-                reply = run_cancellable(lambda: self._answer(message, request), request, self.cancellations)
+                observer = self.observer  # what _answer() does below, without a lambda and a call of it
+                answer = (partial(observer.request, message, request, self._run) if observer is not None
+                          else partial(self._run, message, request))
+                reply = run_cancellable(answer, request, self.cancellations)
                 return Reply(202) if reply is None else reply
         observer = self.observer
         if observer is not None:
@@ -477,7 +494,7 @@ class Server:
         if revision.result_type:  # 2026-07-28: every result says its type and who answered
             result.setdefault("resultType", "complete")
             result.setdefault("_meta", {})[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
-        return Reply(200, jsonrpc.result_message(message.id, result))
+        return Reply(200, {"jsonrpc": "2.0", "id": message.id, "result": result})  # (jsonrpc.result_message)
 
     def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
         return Reply(error.http_status or status, jsonrpc.error_message(request_id, error))
@@ -493,10 +510,13 @@ class Server:
         return session
 
     def _require_session(self, incoming: Incoming) -> Session:
-        if not incoming.session_id:
+        session_id = incoming.session_id
+        if not session_id:
             raise SessionRequired()
-        session = self._find_session(incoming)
-        if session is None:
+        session = self.sessions.get(session_id)  # (_find_session, without its call)
+        if session is None or session.principal != incoming.principal:
             raise SessionNotFound()
-        check_session_version_header(incoming.header_version, session.protocol_version)
+        header_version = incoming.header_version
+        if header_version is not None and header_version != session.protocol_version:
+            check_session_version_header(header_version, session.protocol_version)  # raises
         return session

@@ -9,13 +9,13 @@ from typing import Any
 from .versions import Revision
 
 #: The keys of the commonest block, plain text: the same in every revision.
-_PLAIN_TEXT = frozenset({"type", "text"})
+PLAIN_TEXT_KEYS = frozenset({"type", "text"})
 
 
 def block_for(block: dict[str, Any], revision: Revision) -> dict[str, Any]:
     """A content block as this revision knows it: unknown types as text, and
     no block ``_meta`` or ``annotations.lastModified`` where they do not exist."""
-    if block.keys() == _PLAIN_TEXT and block["type"] == "text":
+    if block.keys() == PLAIN_TEXT_KEYS and block["type"] == "text":
         return block
     if block.get("type") not in revision.content_types:
         block = _as_text_block(block)

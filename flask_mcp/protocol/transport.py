@@ -62,8 +62,15 @@ class Incoming:
         self.body_size: int | None = None
         version = headers.get("mcp-protocol-version")
         self.header_version: str | None = None if version is None else version.strip()
-        session_id = headers.get("mcp-session-id")
-        self.session_id: str | None = (session_id.strip() or None) if session_id is not None else None
+        #: ``Mcp-Session-Id``, once :meth:`read_session_id` read it: a
+        #: 2026-07-28 request has no session, and is spared the look-up.
+        self.session_id: str | None = None
+
+    def read_session_id(self) -> str | None:
+        """Read ``Mcp-Session-Id`` (stripped; ``None`` when absent or blank) into :attr:`session_id`."""
+        session_id = self.headers.get("mcp-session-id")
+        self.session_id = (session_id.strip() or None) if session_id is not None else None
+        return self.session_id
 
     def request_info(
         self,

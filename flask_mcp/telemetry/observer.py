@@ -71,7 +71,9 @@ class Telemetry:
 
     def request(self, message: Request, request: RequestInfo, run: Run) -> Reply:
         otel = self.otel
-        active = otel is not None and otel.active()
+        # otel.active(), its usual answer without its call: no SDK at the last look, not time to look again.
+        quiet = otel is None or (otel.tracer is None and otel.operation is None and time.monotonic() < otel.next_look)
+        active = not quiet and otel.active()
         if not active and not access_log.isEnabledFor(_INFO):
             return run(message, request)  # nobody listens: the usual request
         method = message.method
@@ -160,7 +162,9 @@ class Telemetry:
         """A request the HTTP layer turned away before the core saw it
         (401, 403, 429): a span and a record, named after the method it asked for."""
         otel = self.otel
-        active = otel is not None and otel.active()
+        # otel.active(), its usual answer without its call: no SDK at the last look, not time to look again.
+        quiet = otel is None or (otel.tracer is None and otel.operation is None and time.monotonic() < otel.next_look)
+        active = not quiet and otel.active()
         if not active and not access_log.isEnabledFor(_INFO):
             return
         import json

@@ -41,7 +41,7 @@ _TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 def _look_soon(reference: weakref.ref[Instruments]) -> None:
     instruments = reference()
     if instruments is not None:
-        instruments._next_look = 0.0
+        instruments.next_look = 0.0
 
 
 def _is_api_default(provider: object, package: str) -> bool:
@@ -67,7 +67,7 @@ class Instruments:
         self.own_meter_provider: metrics.MeterProvider | None = None
 
         #: When the providers are looked up again (``time.monotonic()``).
-        self._next_look = 0.0
+        self.next_look = 0.0
         # A forked process (a gunicorn or Celery pool worker) usually sets its
         # providers just after the fork: look again at its first check.
         reference = weakref.ref(self)
@@ -76,7 +76,7 @@ class Instruments:
     def use(self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> None:
         self.own_tracer_provider = tracer_provider
         self.own_meter_provider = meter_provider
-        self._next_look = time.monotonic() + LOOK_INTERVAL
+        self.next_look = time.monotonic() + LOOK_INTERVAL
         self._look()  # the gauges report from now on, before any request
 
     def gauges(self, sources: GaugeSources) -> None:
@@ -84,7 +84,7 @@ class Instruments:
         in use now (looked up again) or later."""
         self.sources = sources
         self._meter_provider = None
-        self._next_look = time.monotonic() + LOOK_INTERVAL
+        self.next_look = time.monotonic() + LOOK_INTERVAL
         self._look()
 
     def active(self) -> bool:
@@ -92,8 +92,8 @@ class Instruments:
         are looked up at most once a second (the API's lookup tests
         ``os.environ`` and costs microseconds while no SDK is set)."""
         now = time.monotonic()
-        if now >= self._next_look:
-            self._next_look = now + LOOK_INTERVAL
+        if now >= self.next_look:
+            self.next_look = now + LOOK_INTERVAL
             self._look()
         return self.tracer is not None or self.operation is not None
 

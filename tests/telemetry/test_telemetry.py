@@ -470,7 +470,7 @@ def test_a_forked_process_looks_for_its_providers_at_its_first_check() -> None:
     instruments.own_tracer_provider = trace.NoOpTracerProvider()  # no SDK, whatever the global one
     instruments.own_meter_provider = metrics.NoOpMeterProvider()
     assert not instruments.active()  # looked up now
-    instruments._next_look = time.monotonic() + 3600  # the next lookup far away (a second, really)
+    instruments.next_look = time.monotonic() + 3600  # the next lookup far away (a second, really)
     instruments.own_tracer_provider = TracerProvider()
     child = os.fork()
     if child == 0:  # the child: the new provider at its first check
