@@ -58,17 +58,12 @@ class Watch:
         return self.cancelled
 
     def close(self) -> None:
-        """Stop watching (under the process's lock: a call in and out of the table per call)."""
+        """Stop watching."""
         cancellations = self._cancellations
-        with cancellations._lock.get():
-            watches = cancellations._watches.get(self._key)
-            if watches is None or self not in watches:
-                return
-            watches.remove(self)
-            if not watches:
-                del cancellations._watches[self._key]
-                if not cancellations._watches:
-                    cancellations._idle_since = time.monotonic()
+        in_flight = cancellations._in_flight
+        in_flight.discard(self)
+        if not in_flight:
+            cancellations._idle_since = time.monotonic()
 
     def __enter__(self) -> Watch:
         return self
@@ -89,9 +84,13 @@ class Cancellations:
         self.interval = interval
         self.idle_close = idle_close
         self._lock = process_id.ProcessLock()  # made in the worker: see ProcessLock
-        self._watches: dict[_Key, list[Watch]] = {}
+        #: The calls watching now. A call comes in and goes out without the lock
+        #: (a set's ``add`` and ``discard`` are atomic); see :meth:`watch`.
+        self._in_flight: set[Watch] = set()
         self._subscription: Subscription | None = None
         self._thread: threading.Thread | None = None
+        #: Set by the reader while it decides to close an idle subscription.
+        self._closing = False
         self._idle_since = time.monotonic()
         self._pid = process_id.current
 
@@ -107,13 +106,25 @@ class Cancellations:
 
     def watch(self, session_id: str, request_id: RequestId) -> Watch:
         """Start watching for the cancellation of one call. Raises
-        :class:`StoreUnavailable` when the bus cannot be subscribed to."""
-        watch = Watch(self, (session_id, type(request_id).__name__, request_id))  # (_key, without its call)
-        with self._lock.get():
+        :class:`StoreUnavailable` when the bus cannot be subscribed to.
+
+        The usual call (this process subscribed already) takes no lock: it
+        joins the calls in flight, then checks that the reader did not begin
+        to close the subscription meanwhile. The reader closes it in two
+        steps, marking it closing and then looking for calls again (see
+        :meth:`_close_if_idle`), so a call that found it not closing after
+        joining is seen by that second look."""
+        watch = Watch(self, (session_id, type(request_id).__name__, request_id))
+        if self._pid == process_id.current and self._subscription is not None and self._thread is not None:
+            self._in_flight.add(watch)
+            if not self._closing:
+                return watch
+            self._in_flight.discard(watch)
+        with self._lock:
             if self._pid != process_id.current:  # forked: the parent's subscription and thread are not ours
-                self._watches, self._subscription, self._thread, self._pid = {}, None, None, process_id.current
-            if self._subscription is not None and self._thread is not None:  # the usual call: one lock taken
-                self._watches.setdefault(watch._key, []).append(watch)  # (_add, without its call)
+                self._in_flight, self._subscription, self._thread, self._pid = set(), None, None, process_id.current
+            if self._subscription is not None:
+                self._add(watch)
                 return watch
         # Before the call runs: a cancellation published from now on is delivered.
         # Outside the lock: a slow backend delays this call only, not every call.
@@ -124,7 +135,7 @@ class Cancellations:
 
     def _add(self, watch: Watch) -> None:
         """Register ``watch`` (under the lock), with the thread that waits on the bus."""
-        self._watches.setdefault(watch._key, []).append(watch)
+        self._in_flight.add(watch)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="flask-mcp-cancellations", daemon=True)
             self._thread.start()
@@ -153,15 +164,16 @@ class Cancellations:
         if not isinstance(session_id, str):
             return
         if message.get("ended") is True:
-            for key, watches in self._watches.items():
-                if key[0] == session_id:
-                    for watch in watches:
-                        watch.cancelled = True
+            for watch in list(self._in_flight):  # (a copy: calls come and go without the lock)
+                if watch._key[0] == session_id:
+                    watch.cancelled = True
             return
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
             return
-        for watch in self._watches.get(_key(session_id, request_id), ()):
-            watch.cancelled = True
+        key = _key(session_id, request_id)
+        for watch in list(self._in_flight):
+            if watch._key == key:
+                watch.cancelled = True
 
     def _subscribe(self) -> None:
         """Subscribe to the channel unless another thread just did (then the
@@ -188,17 +200,31 @@ class Cancellations:
             with self._lock:
                 if self._thread is not threading.current_thread():
                     return  # replaced after a fork
-                idle = not self._watches and time.monotonic() - self._idle_since >= self.idle_close
-                if idle:
-                    self._drop_subscription()
-                    self._thread = None
-                    return
                 lost = self._subscription is None
+            if self._close_if_idle():
+                return
             if lost:  # the backend failed under the calls in flight: hear them again once it is back
                 try:
                     self._subscribe()
                 except StoreUnavailable:
                     pass
+
+    def _close_if_idle(self) -> bool:
+        """Let the subscription (and this thread) go after ``idle_close``
+        seconds without calls. Two steps: mark it closing, then look for
+        calls again; a call that joined without the lock in between either
+        saw the mark (and took the lock) or is found by the second look."""
+        with self._lock:
+            if self._in_flight or time.monotonic() - self._idle_since < self.idle_close:
+                return False
+            self._closing = True
+        with self._lock:
+            self._closing = False
+            if self._in_flight:
+                return False
+            self._drop_subscription()
+            self._thread = None
+            return True
 
     def _receive(self, subscription: Subscription) -> None:
         """Wait up to ``interval`` on the subscription, outside the lock, and

@@ -70,9 +70,14 @@ def run_cancellable(
     """Run ``answer``; ``None`` when the request was cancelled meanwhile. With
     ``cancellations`` (a legacy session's call), ``notifications/cancelled``
     from any worker sets ``request.is_cancelled``; otherwise it is left as set."""
-    watch = None if cancellations is None else _watch(request, cancellations)
-    if watch is not None:
-        request.is_cancelled = watch.is_cancelled
+    watch: Watch | None = None
+    if cancellations is not None and request.session is not None and request.request_id is not None:
+        try:
+            watch = cancellations.watch(request.session.id, request.request_id)
+        except StoreUnavailable:
+            logger.warning("No cancellation for this call: the message bus is unavailable")
+        else:
+            request.is_cancelled = watch.is_cancelled
     try:
         reply = answer()
     except RequestCancelled:
@@ -83,13 +88,3 @@ def run_cancellable(
         if watch is not None:
             watch.close()
     return None if request.is_cancelled() else reply
-
-
-def _watch(request: RequestInfo, cancellations: Cancellations | None) -> Watch | None:
-    if cancellations is None or request.session is None or request.request_id is None:
-        return None
-    try:
-        return cancellations.watch(request.session.id, request.request_id)
-    except StoreUnavailable:
-        logger.warning("No cancellation for this call: the message bus is unavailable")
-        return None

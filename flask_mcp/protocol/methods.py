@@ -271,12 +271,15 @@ class Methods:
             check_param_headers(request.headers, tool.header_params, arguments)
         plain = tool.task_support is None or not revision.stateless
         outcome: ToolOutcome | Interim | dict[str, Any]
+        session = request.session
         try:
-            if plain and request.session is None and (
+            if plain and (session is None or not session.data) and (not revision.stateless or (
                 params.get("requestState") is None and params.get("inputResponses") is None
                 and ASKING_CAPABILITIES.isdisjoint(request.client_capabilities)
-            ):  # the usual 2026-07-28 call: no answers to load, no session data to save (RoundTrips.run's own test)
+            )):  # the usual call: no answers to load, no session data to compare (RoundTrips.run, without its call)
                 outcome = tool.invoke(arguments, request)
+                if session is not None and session.data:  # the tool kept something for the session
+                    self.sessions.save(session)
             else:
                 call = partial(tool.invoke, arguments, request) if plain else self._task_call(request, tool, arguments)
                 outcome = self.rounds.run(request, name, arguments, call, self.sessions)

@@ -7,6 +7,7 @@ gets no JSON-RPC answer (``202``, empty), as the spec asks of a cancelled reques
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -220,3 +221,31 @@ def test_the_reader_hands_a_cancellation_over_as_it_arrives(uri: str, tmp_path: 
         backend.close()
         if server is not None:
             stop_redis_server(server)
+
+
+def test_a_call_that_joins_while_the_reader_closes_the_idle_subscription_still_hears_its_cancellation(
+    tmp_path: Path,
+) -> None:
+    """Calls join and leave without the lock; the reader lets an idle
+    subscription go in two steps. With ``idle_close=0`` it tries between
+    every two calls: each call must still hear its own cancellation (one that
+    joined a subscription being closed would wait here until the deadline)."""
+    backend = open_backend("memory://", timeout=60, instance_path=str(tmp_path))
+    assert backend.bus is not None
+    cancellations = Cancellations(backend.bus, interval=0.001, idle_close=0.0)
+    closed_between = 0
+    try:
+        for n in range(400):
+            had_thread = cancellations._thread is not None
+            watch = cancellations.watch("session-1", n)
+            closed_between += not had_thread
+            cancellations.publish("session-1", n)
+            deadline = time.monotonic() + 2
+            while not watch.is_cancelled():
+                assert time.monotonic() < deadline, f"call {n} never heard its cancellation"
+                time.sleep(0.0005)
+            watch.close()
+            time.sleep(random.uniform(0, 0.002))  # the reader finds no call now and then, at varying moments
+        assert closed_between > 1, "the reader never let the subscription go: the race was not exercised"
+    finally:
+        backend.close()
