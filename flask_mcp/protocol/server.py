@@ -277,7 +277,14 @@ class Server:
                 check_legacy_version_header(header_version)  # raises
             if isinstance(message, Request) and message.method == "initialize":
                 return self._dispatch_initialize(message, incoming)
-            session = self._require_session(incoming)
+            session_id = incoming.session_id
+            if not session_id:
+                raise SessionRequired()
+            session = self.sessions.get(session_id)  # (_find_session, without its call)
+            if session is None or session.principal != incoming.principal:
+                raise SessionNotFound()
+            if header_version is not None and header_version != session.protocol_version:
+                check_session_version_header(header_version, session.protocol_version)  # raises
         except MCPError as exc:
             return self._error_reply(request_id, exc, exc.http_status or 400)
         answered = self._legacy_message(message, incoming, session, defer=True)
@@ -507,16 +514,4 @@ class Server:
         session = self.sessions.get(incoming.session_id) if incoming.session_id else None
         if session is None or session.principal != incoming.principal:
             return None
-        return session
-
-    def _require_session(self, incoming: Incoming) -> Session:
-        session_id = incoming.session_id
-        if not session_id:
-            raise SessionRequired()
-        session = self.sessions.get(session_id)  # (_find_session, without its call)
-        if session is None or session.principal != incoming.principal:
-            raise SessionNotFound()
-        header_version = incoming.header_version
-        if header_version is not None and header_version != session.protocol_version:
-            check_session_version_header(header_version, session.protocol_version)  # raises
         return session
