@@ -40,6 +40,7 @@ def check_host(server_name: str, host_header: str, settings: Settings) -> None:
 
 
 def host_refused(server_name: str, host_header: str) -> HostNotAllowed:
+    """:func:`check_host`'s refusal (for a caller that asked :func:`host_allowed` itself)."""
     return HostNotAllowed(
         f"Host {host_header!r} is not allowed for a server bound to {server_name}: "
         "add it to MCP_ALLOWED_HOSTS if it is yours."
