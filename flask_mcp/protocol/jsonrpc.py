@@ -72,7 +72,7 @@ def parse_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if not body or body.isspace():  # no stripped copy of the body
         raise ParseError("Empty request body: send one JSON-RPC message as JSON.")
     scan = body.translate(_SCAN)
-    if _orjson is not None and _LONG_DIGIT_RUN not in scan:  # _decode's first step, without its call
+    if _orjson is not None and _LONG_DIGIT_RUN not in scan:  # orjson first (see _decode_stdlib)
         try:
             payload = _orjson.loads(body)
         except _orjson.JSONDecodeError:
@@ -89,7 +89,7 @@ def decode_exact(data: bytes) -> Any:
     """JSON as the stdlib reads it (integers of any size stay exact), through
     orjson when installed; no depth limit, for records this package wrote.
     Invalid JSON (NaN included) is a :class:`ParseError`."""
-    if _orjson is not None and _LONG_DIGIT_RUN not in data.translate(_SCAN):  # _decode's first step, without its call
+    if _orjson is not None and _LONG_DIGIT_RUN not in data.translate(_SCAN):  # orjson first (see _decode_stdlib)
         try:
             return _orjson.loads(data)
         except _orjson.JSONDecodeError:
@@ -97,24 +97,15 @@ def decode_exact(data: bytes) -> Any:
     return _decode_stdlib(data, None)
 
 
-def _decode(body: bytes, scan: bytes, max_depth: int | None) -> Any:
-    """orjson when installed and ``scan`` shows no integer beyond 64 bits;
-    otherwise, and for anything orjson refuses (so that error messages stay
-    the same), the stdlib. Only UTF-8 is read (RFC 8259: JSON exchanged
-    between systems is UTF-8): UTF-16 and UTF-32 bodies, and the bytes of a
-    lone surrogate (``ED A0 80``), are parse errors; a UTF-8 byte order mark
-    is ignored, as RFC 8259 allows. Escaped lone surrogates (``"\\ud800"``)
-    are valid JSON and read as such."""
-    if _orjson is not None and _LONG_DIGIT_RUN not in scan:
-        try:
-            return _orjson.loads(body)
-        except _orjson.JSONDecodeError:
-            pass
-    return _decode_stdlib(body, max_depth)
-
-
 def _decode_stdlib(body: bytes, max_depth: int | None) -> Any:
-    """:func:`_decode` through the stdlib."""
+    """JSON through the stdlib: what :func:`parse_body` and :func:`decode_exact`
+    fall back to when orjson is not installed, when the scan shows an integer
+    beyond 64 bits, and for anything orjson refuses (so that error messages
+    stay the same). Only UTF-8 is read (RFC 8259: JSON exchanged between
+    systems is UTF-8): UTF-16 and UTF-32 bodies, and the bytes of a lone
+    surrogate (``ED A0 80``), are parse errors; a UTF-8 byte order mark is
+    ignored, as RFC 8259 allows. Escaped lone surrogates (``"\\ud800"``) are
+    valid JSON and read as such."""
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

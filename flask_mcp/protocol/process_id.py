@@ -49,11 +49,6 @@ class ProcessLock:
                     self._lock, self._pid = threading.Lock(), current
         return self._lock
 
-    def get(self) -> Any:
-        """The lock itself, for a hot path's ``with``: one call where
-        ``with process_lock:`` makes two (its ``__enter__`` and ``__exit__``)."""
-        return self._lock if self._pid == current else self._current()
-
     def __enter__(self) -> bool:
         lock = self._lock if self._pid == current else self._current()  # the usual case without a call
         return bool(lock.acquire())
