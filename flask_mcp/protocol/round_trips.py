@@ -49,14 +49,7 @@ class RoundTrips:
         """Run user code for ``request`` (a tool, prompt or resource named ``target``):
         with the answers so far, stopping at an :class:`Interim` when it asks for
         more, and saving the legacy session's app data when the code changed it."""
-        params = request.params
-        if not request.revision.stateless or (  # begin()'s usual answer, without its call
-            params.get("requestState") is None and params.get("inputResponses") is None
-            and ASKING_CAPABILITIES.isdisjoint(request.client_capabilities)
-        ):
-            bound_to = _unbound
-        else:
-            bound_to = self.begin(request, target, arguments)
+        bound_to = self.begin(request, target, arguments)
         session = request.session
         snapshot = copy.deepcopy(session.data) if session is not None and session.data else {}
         try:

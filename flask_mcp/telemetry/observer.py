@@ -162,9 +162,7 @@ class Telemetry:
         """A request the HTTP layer turned away before the core saw it
         (401, 403, 429): a span and a record, named after the method it asked for."""
         otel = self.otel
-        # otel.active(), its usual answer without its call: no SDK at the last look, not time to look again.
-        quiet = otel is None or (otel.tracer is None and otel.operation is None and time.monotonic() < otel.next_look)
-        active = not quiet and otel.active()
+        active = otel is not None and otel.active()
         if not active and not access_log.isEnabledFor(_INFO):
             return
         import json
