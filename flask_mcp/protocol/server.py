@@ -14,13 +14,13 @@ from functools import partial
 from typing import Any
 
 from . import jsonrpc
+from .batches import answer_batch
 from .bus import MessageBus, reply_channel
 from .cancellation import Cancellations
 from .deferred import STREAMABLE_METHODS, may_stream, run_cancellable, run_deferred
 from .durable import DurableWriter, SendDurable, hand_off, run_durable
 from .durable_records import DurableRecord
 from .errors import (
-    BadProtocolVersionHeader,
     HeaderMismatch,
     InvalidParams,
     InvalidRequest,
@@ -30,7 +30,7 @@ from .errors import (
     SessionRequired,
     UnsupportedProtocolVersion,
 )
-from .events import EventLog, Resume, parse_event_id, stream_key
+from .events import EventLog
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
@@ -41,11 +41,11 @@ from .providers import CompletionProvider, PromptProvider, ResourceProvider, Ski
 from .request_info import RequestInfo, ToolProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .session_start import answer_and_store
+from .stream_resume import resume_reply
 from .subscriptions import Listen
 from .task_methods import Tasks
 from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
 from .versions import (
-    DEFAULT_LEGACY_VERSION,
     LEGACY_VERSIONS,
     REVISIONS,
     STATELESS_VERSIONS,
@@ -139,8 +139,8 @@ class Server:
             except MCPError as exc:
                 return self._error_reply(None, exc, 400)
             if isinstance(payload, list):
-                incoming.read_session_id()
-                return self._handle_batch(payload, incoming)
+                session = self._find_session(incoming) if incoming.read_session_id() else None
+                return answer_batch(payload, incoming, session, self._legacy_message)
             try:
                 message = jsonrpc.classify(payload)
             except MCPError as exc:
@@ -172,26 +172,7 @@ class Server:
         last_event_id = headers.get("last-event-id")
         if last_event_id is None:
             return None
-        return self._resume(session, last_event_id.strip())
-
-    def _resume(self, session: Session, last_event_id: str) -> Reply:
-        """Where to pick a session's stream up again, or a 400 saying why not."""
-        parsed = parse_event_id(last_event_id)
-        revision = REVISIONS.get(session.protocol_version)
-        resumable = revision is not None and (revision.resumable_streams or revision.durable_streams)
-        if parsed is not None and resumable and self.events is not None:
-            stream_id, after = parsed
-            key = stream_key(session.id, stream_id)
-            try:
-                if self.events.read(key, after) is not None:
-                    return Reply(200, resume=Resume(key, stream_id, after))
-            except StoreUnavailable as exc:
-                return store_unavailable(exc)
-        error = InvalidRequest(
-            f"Last-Event-ID {last_event_id!r} names no stream this server can resume for this session "
-            "(unknown or expired, or this protocol version has no resumable streams); send the request again."
-        )
-        return self._error_reply(None, error, 400)
+        return resume_reply(self.events, session, last_event_id.strip())
 
     def handle_delete(self, headers: Mapping[str, str], principal: str | None = None) -> Reply:
         """End the legacy session named by ``Mcp-Session-Id``."""
@@ -326,45 +307,6 @@ class Server:
             request_id = message.params.get("requestId")
             if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
                 self.cancellations.publish(session.id, request_id)
-
-    def _handle_batch(self, items: list[Any], incoming: Incoming) -> Reply:
-        """JSON-RPC batches exist only in 2025-03-26."""
-        session_id = incoming.session_id
-        session = self._find_session(incoming) if session_id else None
-        if session is not None:
-            try:
-                check_session_version_header(incoming.header_version, session.protocol_version)
-            except BadProtocolVersionHeader as exc:
-                return self._error_reply(None, exc, 400)
-            effective = session.protocol_version
-        else:
-            effective = incoming.header_version or DEFAULT_LEGACY_VERSION
-        revision = REVISIONS.get(effective)
-        if revision is None or not revision.batching:
-            return self._error_reply(
-                None,
-                InvalidRequest(
-                    f"JSON-RPC batches are not allowed in protocol version {effective}: "
-                    "send one message per POST."
-                ),
-                400,
-            )
-        if not items:
-            return self._error_reply(None, InvalidRequest("An empty JSON-RPC batch is invalid."), 400)
-        if session is None:
-            error = SessionNotFound() if session_id else SessionRequired()
-            return self._error_reply(None, error, error.http_status or 400)
-        answers: list[dict[str, Any]] = []
-        for item in items:
-            try:
-                message = jsonrpc.classify(item)
-            except MCPError as exc:
-                answers.append(jsonrpc.error_message(jsonrpc.readable_id(item), exc))
-                continue
-            answered = self._legacy_message(message, incoming, session)
-            if answered is not None:
-                answers.append(answered.body)
-        return Reply(200, answers) if answers else Reply(202)
 
     # ------------------------------------------------------------------ dispatch
 
