@@ -11,7 +11,7 @@ from . import jsonrpc
 from .errors import BadProtocolVersionHeader, InvalidRequest, MCPError, SessionNotFound, SessionRequired
 from .jsonrpc import Message
 from .session import Session
-from .transport import Incoming, Reply
+from .transport import Incoming, Reply, error_reply
 from .versions import DEFAULT_LEGACY_VERSION, REVISIONS, check_session_version_header
 
 #: Answers one message of an established session (``None``: nothing to send).
@@ -27,23 +27,23 @@ def answer_batch(items: list[Any], incoming: Incoming, session: Session | None, 
         try:
             check_session_version_header(incoming.header_version, session.protocol_version)
         except BadProtocolVersionHeader as exc:
-            return _refused(exc, 400)
+            return error_reply(None, exc, 400)
         effective = session.protocol_version
     else:
         effective = incoming.header_version or DEFAULT_LEGACY_VERSION
     revision = REVISIONS.get(effective)
     if revision is None or not revision.batching:
-        return _refused(
+        return error_reply(None,
             InvalidRequest(
                 f"JSON-RPC batches are not allowed in protocol version {effective}: send one message per POST."
             ),
             400,
         )
     if not items:
-        return _refused(InvalidRequest("An empty JSON-RPC batch is invalid."), 400)
+        return error_reply(None, InvalidRequest("An empty JSON-RPC batch is invalid."), 400)
     if session is None:
         error = SessionNotFound() if incoming.session_id else SessionRequired()
-        return _refused(error, error.http_status or 400)
+        return error_reply(None, error, error.http_status or 400)
     answers: list[dict[str, Any]] = []
     for item in items:
         try:
@@ -55,7 +55,3 @@ def answer_batch(items: list[Any], incoming: Incoming, session: Session | None, 
         if answered is not None:
             answers.append(answered.body)
     return Reply(200, answers) if answers else Reply(202)
-
-
-def _refused(error: MCPError, status: int) -> Reply:
-    return Reply(error.http_status or status, jsonrpc.error_message(None, error))

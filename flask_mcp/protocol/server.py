@@ -33,7 +33,7 @@ from .errors import (
 from .events import EventLog
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
-from .jsonrpc import ClientResponse, Message, Notification, Request, RequestId
+from .jsonrpc import ClientResponse, Message, Notification, Request
 from .meta import PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, parse_request_meta
 from .methods import Instructions, Methods
 from .observe import Observer
@@ -44,7 +44,7 @@ from .session_start import answer_and_store
 from .stream_resume import resume_reply
 from .subscriptions import Listen
 from .task_methods import Tasks
-from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, store_unavailable
+from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, error_reply, store_unavailable
 from .versions import (
     LEGACY_VERSIONS,
     REVISIONS,
@@ -135,16 +135,16 @@ class Server:
             try:
                 payload = jsonrpc.parse_body(body, self.methods.options.max_json_depth)
             except jsonrpc.TooDeep as exc:  # read, then refused: its id can be echoed
-                return self._error_reply(exc.request_id, exc, 400)
+                return error_reply(exc.request_id, exc, 400)
             except MCPError as exc:
-                return self._error_reply(None, exc, 400)
+                return error_reply(None, exc, 400)
             if isinstance(payload, list):
                 session = self._find_session(incoming) if incoming.read_session_id() else None
                 return answer_batch(payload, incoming, session, self._legacy_message)
             try:
                 message = jsonrpc.classify(payload)
             except MCPError as exc:
-                return self._error_reply(jsonrpc.readable_id(payload), exc, 400)
+                return error_reply(jsonrpc.readable_id(payload), exc, 400)
             if incoming.header_version in STATELESS_VERSIONS or (  # or a _meta that marks the request 2026-07-28 style
                 not isinstance(message, ClientResponse)
                 and isinstance(meta := message.params.get("_meta"), dict) and PROTOCOL_VERSION_KEY in meta
@@ -168,7 +168,7 @@ class Server:
         except StoreUnavailable as exc:
             return store_unavailable(exc)
         if session is None:
-            return self._error_reply(None, SessionNotFound(), 404)
+            return error_reply(None, SessionNotFound(), 404)
         last_event_id = headers.get("last-event-id")
         if last_event_id is None:
             return None
@@ -178,14 +178,14 @@ class Server:
         """End the legacy session named by ``Mcp-Session-Id``."""
         incoming = Incoming(headers, discard, principal)
         if not incoming.read_session_id():
-            return self._error_reply(None, SessionRequired(), 400)
+            return error_reply(None, SessionRequired(), 400)
         try:
             session = self._find_session(incoming)
             deleted = session is not None and self.sessions.delete(session.id)
         except StoreUnavailable as exc:
             return store_unavailable(exc)
         if session is None or not deleted:
-            return self._error_reply(None, SessionNotFound(), 404)
+            return error_reply(None, SessionNotFound(), 404)
         if self.cancellations is not None:
             try:
                 self.cancellations.end_session(session.id)
@@ -199,7 +199,7 @@ class Server:
 
     def _handle_stateless(self, message: Message, incoming: Incoming) -> Reply:
         if isinstance(message, ClientResponse):
-            return self._error_reply(
+            return error_reply(
                 message.id,
                 InvalidRequest("2026-07-28 clients must not send JSON-RPC responses."),
                 400,
@@ -225,7 +225,7 @@ class Server:
                 raise UnsupportedProtocolVersion(meta.protocol_version, list(SUPPORTED_VERSIONS))
             check_standard_headers(incoming.headers, message.method, message.params)
         except MCPError as exc:
-            return self._error_reply(message.id, exc, 400)
+            return error_reply(message.id, exc, 400)
         request = RequestInfo(  # as incoming.request_info() builds it, without its call
             REVISIONS[meta.protocol_version], message.method, message.params, incoming.headers, message.id,
             meta.client_info, meta.client_capabilities, None, meta, incoming.principal, incoming.auth, incoming.emit,
@@ -240,14 +240,14 @@ class Server:
         offered = self.methods.listen_offer(request.revision)
         if self.bus is None or not offered:
             error = MethodNotFound("This server sends no change notifications (subscriptions/listen).")
-            return self._error_reply(message.id, error, request.revision.method_not_found_status)
+            return error_reply(message.id, error, request.revision.method_not_found_status)
         try:
             listen = Listen.from_request(
                 message.id, message.params, offered,
                 principal=request.principal, client_capabilities=request.client_capabilities,
             )
         except MCPError as exc:
-            return self._error_reply(message.id, exc, exc.http_status or 200)
+            return error_reply(message.id, exc, exc.http_status or 200)
         return Reply(200, listen=listen)
 
     def _handle_legacy(self, message: Message, incoming: Incoming) -> Reply:
@@ -267,7 +267,7 @@ class Server:
             if header_version is not None and header_version != session.protocol_version:
                 check_session_version_header(header_version, session.protocol_version)  # raises
         except MCPError as exc:
-            return self._error_reply(request_id, exc, exc.http_status or 400)
+            return error_reply(request_id, exc, exc.http_status or 400)
         answered = self._legacy_message(message, incoming, session, defer=True)
         return Reply(202) if answered is None else answered
 
@@ -314,7 +314,7 @@ class Server:
         params = message.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            return self._error_reply(
+            return error_reply(
                 message.id,
                 InvalidParams('initialize needs params.protocolVersion (a string such as "2025-11-25").'),
                 400,
@@ -325,7 +325,7 @@ class Server:
         if incoming.body_size is None or incoming.body_size > limit:  # only a body past it can hold that much
             size = len(jsonrpc.encode([client_info, capabilities]))
             if size > limit:
-                return self._error_reply(message.id, InvalidParams(
+                return error_reply(message.id, InvalidParams(
                     f"initialize's clientInfo and capabilities take {size} bytes as JSON; a session keeps at most "
                     f"{limit} (MCP_MAX_CLIENT_INFO_BYTES): send them without large extra fields."), 400)
         revision = REVISIONS[negotiate(requested)]
@@ -444,9 +444,6 @@ class Server:
             result.setdefault("resultType", "complete")
             result.setdefault("_meta", {})[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
         return Reply(200, {"jsonrpc": "2.0", "id": message.id, "result": result})  # (jsonrpc.result_message)
-
-    def _error_reply(self, request_id: RequestId | None, error: MCPError, status: int) -> Reply:
-        return Reply(error.http_status or status, jsonrpc.error_message(request_id, error))
 
     # ------------------------------------------------------------------ sessions
 

@@ -4,11 +4,10 @@ durable calls of the revisions that carry event ids)."""
 
 from __future__ import annotations
 
-from . import jsonrpc
 from .errors import InvalidRequest
 from .events import EventLog, Resume, parse_event_id, stream_key
 from .session import Session, StoreUnavailable
-from .transport import Reply, store_unavailable
+from .transport import Reply, error_reply, store_unavailable
 from .versions import REVISIONS
 
 
@@ -30,4 +29,4 @@ def resume_reply(events: EventLog | None, session: Session, last_event_id: str) 
         f"Last-Event-ID {last_event_id!r} names no stream this server can resume for this session "
         "(unknown or expired, or this protocol version has no resumable streams); send the request again."
     )
-    return Reply(400, jsonrpc.error_message(None, error))
+    return error_reply(None, error, 400)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonrpc
-from .errors import InternalError
+from .errors import InternalError, MCPError
 from .events import Resume
 from .jsonrpc import RequestId
 from .meta import RequestMeta
@@ -136,6 +136,11 @@ class Reply:
     #: call it before sending anything. ``None`` back: the write held; else the
     #: reply to send instead (a 503 without the session id).
     unconfirmed: Callable[[], Reply | None] | None = None
+
+
+def error_reply(request_id: RequestId | None, error: MCPError, status: int) -> Reply:
+    """An error answer with the error's own HTTP status, else ``status``."""
+    return Reply(error.http_status or status, jsonrpc.error_message(request_id, error))
 
 
 def store_unavailable(exc: StoreUnavailable, request_id: RequestId | None = None) -> Reply:
