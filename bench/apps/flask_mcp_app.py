@@ -6,7 +6,9 @@ The session backend comes from the environment (``FLASK_MCP_BACKEND``), like
 every other ``MCP_*`` key, through ``app.config.from_prefixed_env()``.
 ``BENCH_OTEL=sampled`` or ``unsampled`` configures the OpenTelemetry SDK in the
 worker (spans dropped by a processor that keeps nothing; metrics kept in
-memory), to measure the cost of tracing (bench/README.md, "Telemetry").
+memory), to measure the cost of tracing (bench/README.md, "Telemetry"). ``BENCH_NO_EXPRESS=1``
+sends every request the general way (the express lane off: bench/README.md,
+"issue 35: the express lane").
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ app.config.from_prefixed_env()
 mcp = MCP(app, name="bench", version="1.0.0")
 for fn in all_tools():
     mcp.add_tool(fn)
+
+if os.environ.get("BENCH_NO_EXPRESS"):  # every request on the general path (the express lane's A/B)
+    app.extensions["mcp"].server.express = None
 
 # Like every app in this benchmark (floor, flask-mcp, SDK): once loaded, its objects are
 # moved out of the garbage collector's reach, as example/gunicorn.conf.py advises (see

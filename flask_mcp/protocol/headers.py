@@ -64,7 +64,7 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: dict
     sent = headers.get("mcp-method")
     if sent is None:
         raise HeaderMismatch(f"Missing Mcp-Method header: it must repeat the method ({method}).")
-    if not (sent == method and method in _LITERAL) and not _carries(sent, method, "Mcp-Method"):
+    if not (sent == method and method in LITERAL_VALUES) and not _carries(sent, method, "Mcp-Method"):
         raise HeaderMismatch(
             f"Mcp-Method header {sent.strip()!r} does not match the body's method {method!r}."
         )
@@ -77,7 +77,7 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: dict
     name = headers.get("mcp-name")
     if name is None:
         raise HeaderMismatch(f"Missing Mcp-Name header: it must repeat params.{param} ({target!r}).")
-    if not (name == target and target in _LITERAL) and not _carries(name, target, "Mcp-Name"):
+    if not (name == target and target in LITERAL_VALUES) and not _carries(name, target, "Mcp-Name"):
         raise HeaderMismatch(
             f"Mcp-Name header {name.strip()!r} does not match params.{param} {target!r}."
         )
@@ -86,7 +86,7 @@ def check_standard_headers(headers: Mapping[str, str], method: str, params: dict
 #: Values a header was seen to carry as they are (no surrounding space, nothing
 #: to decode): the same header again needs no decoding. Method and tool names,
 #: a few dozen; bounded in number and length, since clients choose them.
-_LITERAL: set[str] = set()
+LITERAL_VALUES: set[str] = set()
 _LITERAL_MAX = 512
 _LITERAL_MAX_LENGTH = 128
 
@@ -96,8 +96,8 @@ def _carries(sent: str, value: str, header: str) -> bool:
     surrounding space); remembers a value that stands for itself."""
     if decode_value(sent.strip(), header) != value:
         return False
-    if sent == value and len(value) <= _LITERAL_MAX_LENGTH and len(_LITERAL) < _LITERAL_MAX:
-        _LITERAL.add(value)  # decoding the same text again gives the same answer
+    if sent == value and len(value) <= _LITERAL_MAX_LENGTH and len(LITERAL_VALUES) < _LITERAL_MAX:
+        LITERAL_VALUES.add(value)  # decoding the same text again gives the same answer
     return True
 
 

@@ -25,7 +25,7 @@ from .request_info import InvalidToolArguments, RequestInfo, ToolEntry, ToolOutc
 from .resource_methods import ResourceMethods
 from .round_trips import Interim, RoundTrips
 from .session import SessionStore
-from .shaping import PLAIN_TEXT_KEYS, block_for
+from .shaping import shape_tool_result
 from .skill_methods import SkillMethods
 from .subscriptions import RESOURCE_UPDATES, TASK_STATUS
 from .task_methods import Tasks
@@ -284,9 +284,7 @@ class Methods:
                 call = partial(tool.invoke, arguments, request) if plain else self._task_call(request, tool, arguments)
                 outcome = self.rounds.run(request, name, arguments, call, self.sessions)
         except InvalidToolArguments as exc:
-            if not revision.argument_errors_as_results:
-                raise InvalidParams(exc.message, data={"errors": exc.details}) from None
-            outcome = ToolOutcome([{"type": "text", "text": exc.message}], is_error=True)
+            outcome = exc.outcome(revision)
         except MissingClientCapability as exc:
             if revision.stateless:
                 raise
@@ -295,7 +293,7 @@ class Methods:
             return outcome.result
         if isinstance(outcome, dict):  # a CreateTaskResult
             return outcome
-        return _shape_tool_result(outcome, revision)
+        return shape_tool_result(outcome, revision)
 
     def _task_call(self, request: RequestInfo, tool: ToolEntry, arguments: dict[str, Any]) -> Callable[[], Any]:
         """A task tool's call: a task for a request that declares the extension."""
@@ -306,7 +304,7 @@ class Methods:
         revision = request.revision
 
         def shape(outcome: ToolOutcome) -> dict[str, Any]:  # the result a finished task keeps
-            return {"resultType": "complete", **_shape_tool_result(outcome, revision)}
+            return {"resultType": "complete", **shape_tool_result(outcome, revision)}
 
         return self.tasks.tool_call(request, tool, arguments, shape)
 
@@ -328,7 +326,7 @@ class Methods:
         revision = request.revision
 
         def shape(outcome: ToolOutcome) -> dict[str, Any]:
-            return {"resultType": "complete", **_shape_tool_result(outcome, revision)}
+            return {"resultType": "complete", **shape_tool_result(outcome, revision)}
 
         repeatable = repeatable and getattr(tool, "task_rerun", True)
         return resume(self.tasks, task_id, request, tool, arguments, shape, repeatable=repeatable)
@@ -337,17 +335,3 @@ class Methods:
 def _fail(record: TaskRecord, message: str, error: dict[str, Any]) -> bool:
     record.status, record.status_message, record.error, record.input_requests = FAILED, message, error, {}
     return True
-
-
-def _shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
-    content = outcome.content
-    if not (len(content) == 1 and content[0].keys() == PLAIN_TEXT_KEYS and content[0]["type"] == "text"):
-        content = [block_for(block, revision) for block in content]  # (one text block: the same in every revision)
-    result: dict[str, Any] = {"content": content}
-    if outcome.has_structured and revision.structured_output:
-        result["structuredContent"] = outcome.structured
-    if outcome.is_error:
-        result["isError"] = True
-    if outcome.meta:
-        result["_meta"] = dict(outcome.meta)
-    return result

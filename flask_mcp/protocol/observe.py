@@ -24,6 +24,10 @@ Run = Callable[[Request, RequestInfo], Reply]
 class Observer(Protocol):
     """Watches every request and notification the core serves."""
 
+    def listening(self) -> bool:
+        """Whether :meth:`request` would record anything now (otherwise the core
+        may answer a request without handing it over)."""
+
     def request(self, message: Request, request: RequestInfo, run: Run) -> Reply:
         """Serve ``message`` by calling ``run(message, request)``, watching it
         (the call may raise :class:`~.request_info.RequestCancelled`)."""

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .errors import InvalidParams
 from .headers import HeaderParam
 from .jsonrpc import RequestId
 from .meta import LOG_LEVELS, RequestMeta
@@ -133,6 +134,13 @@ class InvalidToolArguments(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or []
+
+    def outcome(self, revision: Revision) -> ToolOutcome:
+        """The call's answer: an error result the model can read and correct
+        (2025-11-25 on), else ``-32602`` (raised as :class:`InvalidParams`)."""
+        if not revision.argument_errors_as_results:
+            raise InvalidParams(self.message, data={"errors": self.details}) from None
+        return ToolOutcome([{"type": "text", "text": self.message}], is_error=True)
 
 
 class ToolEntry(Protocol):

@@ -31,20 +31,32 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .events import EventLog
+from .express import ExpressLane
 from .headers import check_standard_headers
 from .info import ProtocolOptions, ServerInfo
 from .jsonrpc import ClientResponse, Message, Notification, Request
-from .meta import PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, parse_request_meta
+from .meta import PROTOCOL_VERSION_KEY, parse_request_meta
 from .methods import Instructions, Methods
 from .observe import Observer
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
 from .request_info import RequestInfo, ToolProvider
 from .session import Session, SessionStore, StoreUnavailable, new_session_id
 from .session_start import answer_and_store
+from .shaping import finish_result
 from .stream_resume import resume_reply
 from .subscriptions import Listen
 from .task_methods import Tasks
-from .transport import Emit, EndConnection, EndpointURL, Incoming, Reply, discard, error_reply, store_unavailable
+from .transport import (
+    Emit,
+    EndConnection,
+    EndpointURL,
+    Incoming,
+    Reply,
+    discard,
+    error_reply,
+    failure_reply,
+    store_unavailable,
+)
 from .versions import (
     LEGACY_VERSIONS,
     REVISIONS,
@@ -105,6 +117,8 @@ class Server:
             skills=skills,
         )
         self._handlers = self.methods.table()
+        #: The usual 2026-07-28 ``tools/call`` in one function (``None``: all take the general path).
+        self.express: ExpressLane | None = ExpressLane(self.methods)
         #: Watches every message (tracing, metrics, the access log); ``None``: nobody does.
         self.observer: Observer | None = None
 
@@ -128,16 +142,21 @@ class Server:
         sandbox domain from it; a function returning it is called only when needed).
         With ``confirm_later``, the caller confirms a new session's write
         itself (``Reply.unconfirmed``) before sending the reply."""
+        try:
+            payload = jsonrpc.parse_body(body, self.methods.options.max_json_depth)
+        except jsonrpc.TooDeep as exc:  # read, then refused: its id can be echoed
+            return error_reply(exc.request_id, exc, 400)
+        except MCPError as exc:
+            return error_reply(None, exc, 400)
+        express, observer = self.express, self.observer
+        if express is not None and type(payload) is dict and (observer is None or not observer.listening()):
+            reply = express.answer(payload, headers, emit or discard, principal, auth, endpoint_url)
+            if reply is not None:
+                return reply
         incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url, confirm_later)
         incoming.body_size = len(body)
         message: Message | None = None
         try:
-            try:
-                payload = jsonrpc.parse_body(body, self.methods.options.max_json_depth)
-            except jsonrpc.TooDeep as exc:  # read, then refused: its id can be echoed
-                return error_reply(exc.request_id, exc, 400)
-            except MCPError as exc:
-                return error_reply(None, exc, 400)
             if isinstance(payload, list):
                 session = self._find_session(incoming) if incoming.read_session_id() else None
                 return answer_batch(payload, incoming, session, self._legacy_message)
@@ -430,19 +449,11 @@ class Server:
                 )
             result = handler(request)
         except MCPError as exc:
-            status = exc.http_status
-            if status is None:
-                is_unknown = exc.code == MethodNotFound.code
-                status = request.revision.method_not_found_status if is_unknown else 200
-            return Reply(status, jsonrpc.error_message(message.id, exc), dict(exc.http_headers))
+            return failure_reply(exc, message.id, request.revision)
         except Exception:
             logger.exception("Unexpected failure while serving %s", message.method)
-            error = MCPError("Internal error while serving the request; see the server log.")
-            return Reply(500, jsonrpc.error_message(message.id, error))
-        revision = request.revision
-        if revision.result_type:  # 2026-07-28: every result says its type and who answered
-            result.setdefault("resultType", "complete")
-            result.setdefault("_meta", {})[SERVER_INFO_KEY] = self.methods.server_info[revision.version]
+            return failure_reply(None, message.id, request.revision)
+        result = finish_result(result, request.revision, self.methods.server_info)
         return Reply(200, {"jsonrpc": "2.0", "id": message.id, "result": result})  # (jsonrpc.result_message)
 
     # ------------------------------------------------------------------ sessions

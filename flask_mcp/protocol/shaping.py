@@ -3,10 +3,14 @@ revision of a request: content blocks, resource contents, definitions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from .meta import SERVER_INFO_KEY
 from .versions import Revision
+
+if TYPE_CHECKING:
+    from .request_info import ToolOutcome
 
 #: The keys of the commonest block, plain text: the same in every revision.
 PLAIN_TEXT_KEYS = frozenset({"type", "text"})
@@ -62,4 +66,28 @@ def with_cache_hints(result: dict[str, Any], revision: Revision, ttl_ms: int, ca
     if revision.cache_hints:
         result["ttlMs"] = ttl_ms
         result["cacheScope"] = cache_scope
+    return result
+
+
+def shape_tool_result(outcome: ToolOutcome, revision: Revision) -> dict[str, Any]:
+    """A ``tools/call`` result for this revision (content, structured content, error flag)."""
+    content = outcome.content
+    if not (len(content) == 1 and content[0].keys() == PLAIN_TEXT_KEYS and content[0]["type"] == "text"):
+        content = [block_for(block, revision) for block in content]  # (one text block: the same in every revision)
+    result: dict[str, Any] = {"content": content}
+    if outcome.has_structured and revision.structured_output:
+        result["structuredContent"] = outcome.structured
+    if outcome.is_error:
+        result["isError"] = True
+    if outcome.meta:
+        result["_meta"] = dict(outcome.meta)
+    return result
+
+
+def finish_result(result: dict[str, Any], revision: Revision, server_info: Mapping[str, Any]) -> dict[str, Any]:
+    """A method's result as the revision sends it: from 2026-07-28 on, every
+    result says its type and which server answered (``server_info`` by version)."""
+    if revision.result_type:
+        result.setdefault("resultType", "complete")
+        result.setdefault("_meta", {})[SERVER_INFO_KEY] = server_info[revision.version]
     return result

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonrpc
-from .errors import InternalError, MCPError
+from .errors import InternalError, MCPError, MethodNotFound
 from .events import Resume
 from .jsonrpc import RequestId
 from .meta import RequestMeta
@@ -141,6 +141,19 @@ class Reply:
 def error_reply(request_id: RequestId | None, error: MCPError, status: int) -> Reply:
     """An error answer with the error's own HTTP status, else ``status``."""
     return Reply(error.http_status or status, jsonrpc.error_message(request_id, error))
+
+
+def failure_reply(error: MCPError | None, request_id: RequestId, revision: Revision) -> Reply:
+    """A method's failure as the client gets it: the error's own HTTP status
+    and headers, else the revision's status for an unknown method, else 200;
+    ``None``: an unexpected failure (logged by the caller), a 500 without internals."""
+    if error is None:
+        error = MCPError("Internal error while serving the request; see the server log.")
+        return Reply(500, jsonrpc.error_message(request_id, error))
+    status = error.http_status
+    if status is None:
+        status = revision.method_not_found_status if error.code == MethodNotFound.code else 200
+    return Reply(status, jsonrpc.error_message(request_id, error), dict(error.http_headers))
 
 
 def store_unavailable(exc: StoreUnavailable, request_id: RequestId | None = None) -> Reply:

@@ -69,6 +69,12 @@ class Telemetry:
 
     # ------------------------------------------------------------------ requests
 
+    def listening(self) -> bool:
+        """Whether a request would be recorded now: an SDK provider seen, or the access log on."""
+        otel = self.otel
+        quiet = otel is None or (otel.tracer is None and otel.operation is None and time.monotonic() < otel.next_look)
+        return (not quiet and otel.active()) or access_log.isEnabledFor(_INFO)
+
     def request(self, message: Request, request: RequestInfo, run: Run) -> Reply:
         otel = self.otel
         # otel.active(), its usual answer without its call: no SDK at the last look, not time to look again.

@@ -384,19 +384,19 @@ def test_a_value_that_does_not_stand_for_itself_is_refused_every_time(target: st
     for _ in range(2):
         with pytest.raises(HeaderMismatch):
             check_standard_headers({"mcp-method": "tools/call", "mcp-name": target}, "tools/call", {"name": target})
-    assert target not in headers._LITERAL
+    assert target not in headers.LITERAL_VALUES
 
 
 def test_literal_values_are_remembered_within_bounds() -> None:
-    headers._LITERAL.clear()
+    headers.LITERAL_VALUES.clear()
     check_standard_headers({"mcp-method": "tools/call", "mcp-name": "echo"}, "tools/call", {"name": "echo"})
-    assert {"tools/call", "echo"} <= headers._LITERAL
+    assert {"tools/call", "echo"} <= headers.LITERAL_VALUES
     long_name = "n" * (headers._LITERAL_MAX_LENGTH + 1)
     check_standard_headers({"mcp-method": "tools/call", "mcp-name": long_name}, "tools/call", {"name": long_name})
-    assert long_name not in headers._LITERAL
+    assert long_name not in headers.LITERAL_VALUES
     for index in range(headers._LITERAL_MAX + 50):  # names a client chooses: the set stops growing
         name = f"tool{index}"
         check_standard_headers({"mcp-method": "tools/call", "mcp-name": name}, "tools/call", {"name": name})
-    assert len(headers._LITERAL) == headers._LITERAL_MAX
+    assert len(headers.LITERAL_VALUES) == headers._LITERAL_MAX
     with pytest.raises(HeaderMismatch):  # a remembered name still has to be the one in the body
         check_standard_headers({"mcp-method": "tools/call", "mcp-name": "echo"}, "tools/call", {"name": "other"})
