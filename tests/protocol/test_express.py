@@ -39,7 +39,7 @@ def build_app(**config: Any) -> Flask:
     app.testing = True
     mcp = MCP(app, name="express", version="1.0")
     if config.get("MCP_AUTH"):
-        mcp.token_verifier({"alice": Principal(subject="alice", scopes=("read",))}.get)
+        mcp.token_verifier({"alice": Principal(subject="alice", scopes=frozenset({"read"}))}.get)
 
     @mcp.tool
     def echo(text: str) -> str:
@@ -228,14 +228,14 @@ def test_the_corpus_covers_the_lane_and_the_general_path(app: Flask) -> None:
     for name, message, headers in CORPUS:
         post(app, message, headers)
         server = server_of(app)
-        answered = []
+        answered: list[bool] = []
         original = server._handle_stateless
 
         def watch(*args: Any, answered: list[bool] = answered, original: Any = original) -> Any:
             answered.append(True)
             return original(*args)
 
-        server._handle_stateless = watch  # type: ignore[method-assign]
+        server._handle_stateless = watch  # type: ignore[method-assign,assignment]
         try:
             post(app, message, headers)
         finally:
