@@ -39,6 +39,7 @@ from .versions import REVISIONS, STATELESS_VERSIONS
 
 if TYPE_CHECKING:
     from .methods import Methods
+    from .observe import Observer
 
 logger = logging.getLogger("flask_mcp")
 
@@ -66,11 +67,12 @@ class ExpressLane:
         principal: str | None,
         auth: Any,
         endpoint_url: EndpointURL,
+        observer: Observer | None = None,
     ) -> Reply | None:
         """The reply to ``payload`` (one decoded JSON object), or ``None``: not
-        the usual call, nothing done, the general path answers it. The caller
-        asks only when no observer listens (spans and access records come
-        from the general path)."""
+        the usual call, nothing done, the general path answers it; so is a call
+        while ``observer`` listens (spans and access records come from the
+        general path)."""
         if payload.keys() != _REQUEST_KEYS or payload["method"] != "tools/call" or payload["jsonrpc"] != "2.0":
             return None  # a notification, a response, extra members, another method
         request_id = payload["id"]
@@ -106,6 +108,8 @@ class ExpressLane:
             return None
         tool = self.methods.tools.find(name)
         if tool is None or tool.task_support is not None or tool.header_params:
+            return None
+        if observer is not None and observer.listening():
             return None
         revision = REVISIONS[version]
         request = RequestInfo(

@@ -2,7 +2,8 @@
 
 It chooses the revision per request (the decision ladder of the spec digest,
 section 1), validates what that revision demands, dispatches the method and
-shapes the result for the revision. The HTTP layer only translates.
+shapes the result for the revision. The HTTP layer only translates. The
+usual 2026-07-28 ``tools/call`` takes a shorter way, :mod:`.express`.
 """
 
 from __future__ import annotations
@@ -148,9 +149,9 @@ class Server:
             return error_reply(exc.request_id, exc, 400)
         except MCPError as exc:
             return error_reply(None, exc, 400)
-        express, observer = self.express, self.observer
-        if express is not None and type(payload) is dict and (observer is None or not observer.listening()):
-            reply = express.answer(payload, headers, emit or discard, principal, auth, endpoint_url)
+        express = self.express
+        if express is not None and type(payload) is dict:
+            reply = express.answer(payload, headers, emit or discard, principal, auth, endpoint_url, self.observer)
             if reply is not None:
                 return reply
         incoming = Incoming(headers, emit or discard, principal, auth, endpoint_url, confirm_later)
