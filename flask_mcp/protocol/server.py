@@ -23,7 +23,6 @@ from .durable import DurableWriter, SendDurable, hand_off, run_durable
 from .durable_records import DurableRecord
 from .errors import (
     HeaderMismatch,
-    InvalidParams,
     InvalidRequest,
     MCPError,
     MethodNotFound,
@@ -41,8 +40,8 @@ from .methods import Instructions, Methods
 from .observe import Observer
 from .providers import CompletionProvider, PromptProvider, ResourceProvider, SkillProvider
 from .request_info import RequestInfo, ToolProvider
-from .session import Session, SessionStore, StoreUnavailable, new_session_id
-from .session_start import answer_and_store
+from .session import Session, SessionStore, StoreUnavailable
+from .session_start import answer_and_store, open_session
 from .shaping import finish_result
 from .stream_resume import resume_reply
 from .subscriptions import Listen
@@ -65,7 +64,6 @@ from .versions import (
     SUPPORTED_VERSIONS,
     check_legacy_version_header,
     check_session_version_header,
-    negotiate,
 )
 
 logger = logging.getLogger("flask_mcp")
@@ -331,36 +329,13 @@ class Server:
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch_initialize(self, message: Request, incoming: Incoming) -> Reply:
-        params = message.params
-        requested = params.get("protocolVersion")
-        if not isinstance(requested, str):
-            return error_reply(
-                message.id,
-                InvalidParams('initialize needs params.protocolVersion (a string such as "2025-11-25").'),
-                400,
-            )
-        capabilities = params.get("capabilities")
-        client_info = params.get("clientInfo")
-        limit = self.methods.options.max_client_info_bytes
-        if incoming.body_size is None or incoming.body_size > limit:  # only a body past it can hold that much
-            size = len(jsonrpc.encode([client_info, capabilities]))
-            if size > limit:
-                return error_reply(message.id, InvalidParams(
-                    f"initialize's clientInfo and capabilities take {size} bytes as JSON; a session keeps at most "
-                    f"{limit} (MCP_MAX_CLIENT_INFO_BYTES): send them without large extra fields."), 400)
-        revision = REVISIONS[negotiate(requested)]
-        now = self.clock()
-        session = Session(
-            id=new_session_id(),
-            protocol_version=revision.version,
-            client_info=client_info if isinstance(client_info, dict) else {},
-            client_capabilities=capabilities if isinstance(capabilities, dict) else {},
-            principal=incoming.principal,
-            created_at=now,
-            last_seen=now,
-        )
+        opened = open_session(message, incoming, self.methods.options.max_client_info_bytes, self.clock())
+        if isinstance(opened, Reply):  # refused
+            return opened
+        session = opened
         request = incoming.request_info(
-            message, revision, session.client_info, session.client_capabilities, session=session
+            message, REVISIONS[session.protocol_version], session.client_info, session.client_capabilities,
+            session=session,
         )
         return answer_and_store(self.sessions, session, lambda: self._answer(message, request), message.id,
                                 incoming.confirm_later)

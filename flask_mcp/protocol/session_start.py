@@ -1,4 +1,5 @@
-"""An ``initialize``'s new session, stored around the building of its answer."""
+"""An ``initialize``'s new session: opened from the client's request, then
+stored around the building of its answer."""
 
 from __future__ import annotations
 
@@ -6,12 +7,44 @@ import logging
 from collections.abc import Callable
 
 from . import jsonrpc
-from .errors import InternalError
-from .jsonrpc import RequestId
-from .session import Session, SessionStore, StoreUnavailable
-from .transport import Reply, store_unavailable
+from .errors import InternalError, InvalidParams
+from .jsonrpc import Request, RequestId
+from .session import Session, SessionStore, StoreUnavailable, new_session_id
+from .transport import Incoming, Reply, error_reply, store_unavailable
+from .versions import negotiate
 
 logger = logging.getLogger("flask_mcp")
+
+
+def open_session(message: Request, incoming: Incoming, limit: int, now: float) -> Session | Reply:
+    """The session ``initialize`` opens (not stored yet), at the revision
+    negotiated from the one the client asked for; or the 400 that refuses it
+    (no version, or client info and capabilities past ``limit`` bytes)."""
+    params = message.params
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str):
+        return error_reply(
+            message.id,
+            InvalidParams('initialize needs params.protocolVersion (a string such as "2025-11-25").'),
+            400,
+        )
+    capabilities = params.get("capabilities")
+    client_info = params.get("clientInfo")
+    if incoming.body_size is None or incoming.body_size > limit:  # only a body past it can hold that much
+        size = len(jsonrpc.encode([client_info, capabilities]))
+        if size > limit:
+            return error_reply(message.id, InvalidParams(
+                f"initialize's clientInfo and capabilities take {size} bytes as JSON; a session keeps at most "
+                f"{limit} (MCP_MAX_CLIENT_INFO_BYTES): send them without large extra fields."), 400)
+    return Session(
+        id=new_session_id(),
+        protocol_version=negotiate(requested),
+        client_info=client_info if isinstance(client_info, dict) else {},
+        client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+        principal=incoming.principal,
+        created_at=now,
+        last_seen=now,
+    )
 
 
 def answer_and_store(
