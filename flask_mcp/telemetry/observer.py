@@ -71,15 +71,18 @@ class Telemetry:
 
     def listening(self) -> bool:
         """Whether a request would be recorded now: an SDK provider seen, or the access log on."""
-        otel = self.otel
-        quiet = otel is None or (otel.tracer is None and otel.operation is None and time.monotonic() < otel.next_look)
-        return (not quiet and otel.active()) or access_log.isEnabledFor(_INFO)
+        return self._tracing() or access_log.isEnabledFor(_INFO)
 
-    def request(self, message: Request, request: RequestInfo, run: Run) -> Reply:
+    def _tracing(self) -> bool:
+        """Whether an OpenTelemetry SDK records spans or metrics now."""
         otel = self.otel
         # otel.active(), its usual answer without its call: no SDK at the last look, not time to look again.
         quiet = otel is None or (otel.tracer is None and otel.operation is None and time.monotonic() < otel.next_look)
-        active = not quiet and otel.active()
+        return not quiet and otel.active()
+
+    def request(self, message: Request, request: RequestInfo, run: Run) -> Reply:
+        otel = self.otel
+        active = self._tracing()
         if not active and not access_log.isEnabledFor(_INFO):
             return run(message, request)  # nobody listens: the usual request
         method = message.method
