@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import MCPError
 from .headers import LITERAL_VALUES
 from .input_requests import ASKING_CAPABILITIES
-from .jsonrpc import MAX_ID_LENGTH
+from .jsonrpc import MAX_ID_LENGTH, MAX_INT_ID
 from .meta import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY, RequestMeta
 from .request_info import InvalidToolArguments, RequestInfo
 from .shaping import finish_result, shape_tool_result
@@ -43,12 +43,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("flask_mcp")
 
-_MAX_INT_ID = 2**63 - 1
 #: The members of the usual call, its params and its ``_meta``: anything else goes the general way.
 _REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
 _PLAIN_META = frozenset({PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY})
-_NO_ARGUMENTS: dict[str, Any] = {}
 
 
 class ExpressLane:
@@ -77,7 +75,7 @@ class ExpressLane:
             return None  # a notification, a response, extra members, another method
         request_id = payload["id"]
         if type(request_id) is int:
-            if not -_MAX_INT_ID <= request_id <= _MAX_INT_ID:
+            if not -MAX_INT_ID <= request_id <= MAX_INT_ID:
                 return None
         elif type(request_id) is not str or len(request_id) > MAX_ID_LENGTH:
             return None
@@ -91,7 +89,9 @@ class ExpressLane:
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
         client_info = meta.get(CLIENT_INFO_KEY)
         name = params.get("name")
-        arguments = params.get("arguments", _NO_ARGUMENTS)
+        arguments = params.get("arguments")
+        if arguments is None:  # as tools/call takes it: no arguments
+            arguments = {}
         if (
             type(version) is not str
             or version not in STATELESS_VERSIONS

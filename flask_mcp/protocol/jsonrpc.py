@@ -20,7 +20,8 @@ RequestId = str | int
 MAX_JSON_DEPTH = 64
 MAX_ID_LENGTH = 256
 MAX_METHOD_LENGTH = 128
-_MAX_INT_ID = 2**63 - 1
+#: The largest integer id, either sign (64-bit integers).
+MAX_INT_ID = 2**63 - 1
 _NO_ID = object()
 
 
@@ -165,10 +166,10 @@ def readable_id(obj: Any) -> RequestId | None:
 
 def _valid_id(value: Any) -> bool:
     if type(value) is int:  # the usual id, checked first
-        return -_MAX_INT_ID <= value <= _MAX_INT_ID
+        return -MAX_INT_ID <= value <= MAX_INT_ID
     if isinstance(value, str):
         return len(value) <= MAX_ID_LENGTH
-    return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT_ID <= value <= _MAX_INT_ID
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_INT_ID <= value <= MAX_INT_ID
 
 
 def classify(obj: Any) -> Message:
@@ -179,7 +180,7 @@ def classify(obj: Any) -> Message:
         raise InvalidRequest('A JSON-RPC message must carry "jsonrpc": "2.0".')
     request_id = obj.get("id", _NO_ID)
     has_id = request_id is not _NO_ID
-    if has_id and not (type(request_id) is int and -_MAX_INT_ID <= request_id <= _MAX_INT_ID) and not _valid_id(
+    if has_id and not (type(request_id) is int and -MAX_INT_ID <= request_id <= MAX_INT_ID) and not _valid_id(
         request_id
     ):  # (the usual id, an int in range, without the call)
         raise InvalidRequest(

@@ -158,7 +158,8 @@ CORPUS: list[tuple[str, Any, dict[str, str]]] = [
     ("params an array", {**call(), "params": []}, with_name("echo")),
     ("params null", {**call(), "params": None}, with_name("echo")),
     ("no arguments", call("nothing"), with_name("nothing")),
-    ("null arguments", call("nothing", None, arguments_null=None), with_name("nothing")),
+    ("null arguments", {**call("nothing"), "params": {"name": "nothing", "arguments": None, "_meta": META}},
+     with_name("nothing")),
     ("arguments an array", call("echo", ["hi"]), with_name("echo")),
     ("integers", call("add", {"a": 2, "b": 3}), with_name("add")),
     ("wrong argument type", call("add", {"a": "two", "b": 3}), with_name("add")),
@@ -243,7 +244,8 @@ def test_the_corpus_covers_the_lane_and_the_general_path(app: Flask) -> None:
         if not answered:
             taken.append(name)
     assert {"plain call", "string id", "integers", "a tool error", "structured result", "context and g",
-            "wrong argument type", "a tool's MCPError", "a tool bug", "client info"} <= set(taken)
+            "wrong argument type", "a tool's MCPError", "a tool bug", "client info", "no arguments",
+            "null arguments"} <= set(taken)
     assert not {"a progress token", "a log level", "Base64 Mcp-Name", "a header parameter", "request state",
                 "a client that can be asked", "older version header"} & set(taken)
 
